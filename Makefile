@@ -1,0 +1,69 @@
+# llmgw console: `make run` to try it, `make test` to check it.
+# Every recipe calls .venv/bin/python directly; nothing needs activating.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.stamp
+PYTEST_ARGS ?=
+
+# Where `make test` looks for the optional services (ARCHITECTURE.md).
+PG_URL := postgres://postgres@127.0.0.1:5432/llmgw
+REDIS_URL := redis://127.0.0.1:6379/15
+
+.PHONY: venv run test bench lint
+
+venv: $(STAMP)
+
+# Reinstall only when a requirements file is newer than the last install.
+$(STAMP): requirements.txt requirements-dev.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements-dev.txt
+	@touch $(STAMP)
+
+# Fresh machine to a running console: SQLite, in-process tasks, the example
+# settings imported, an admin login printed. --insecure serves static files
+# while DEBUG stays off (its default).
+run: venv
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py demo
+	$(PY) manage.py runserver --insecure 127.0.0.1:8000
+
+# The whole suite. PostgreSQL and Redis are used when they answer on
+# localhost (and DATABASE_URL / CELERY_BROKER_URL are not set already);
+# otherwise SQLite and in-process tasks, and the tests needing them skip.
+test: venv
+	@if [ -z "$${DATABASE_URL:-}" ] && $(PY) scripts/probe.py 127.0.0.1 5432; then \
+		export DATABASE_URL=$(PG_URL); \
+	fi; \
+	if [ -z "$${CELERY_BROKER_URL:-}" ] && $(PY) scripts/probe.py 127.0.0.1 6379; then \
+		export CELERY_BROKER_URL=$(REDIS_URL); \
+	fi; \
+	skip=""; \
+	case "$${DATABASE_URL:-}" in \
+		postgres*|pgsql*) db="PostgreSQL at $${DATABASE_URL##*@}" ;; \
+		"") db="SQLite"; skip="postgres" ;; \
+		*) db="$${DATABASE_URL%%:*}"; skip="postgres" ;; \
+	esac; \
+	case "$${CELERY_BROKER_URL:-}" in \
+		redis*) tasks="Celery over Redis at $${CELERY_BROKER_URL##*@}" ;; \
+		"") tasks="in-process tasks"; skip="$${skip:+$$skip and }redis" ;; \
+		*) tasks="Celery over $${CELERY_BROKER_URL%%:*}"; skip="$${skip:+$$skip and }redis" ;; \
+	esac; \
+	echo "make test: $$db, $$tasks$${skip:+ (tests marked $$skip will skip)}"; \
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Each benchmark prints one JSON line per figure.
+bench: venv
+	@set -e; found=0; for f in bench/b*.py; do \
+		[ -e "$$f" ] || continue; found=1; \
+		$(PY) "$$f"; \
+	done; [ $$found = 1 ] || echo "make bench: no bench/b*.py yet" >&2
+
+# Cheap static checks: everything compiles, Django's checks pass, and no
+# model change is missing its migration.
+lint: venv
+	$(PY) -m compileall -q manage.py llmgw_console catalog tests bench scripts
+	$(PY) manage.py check
+	$(PY) manage.py makemigrations --check --dry-run

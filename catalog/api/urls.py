@@ -1,0 +1,22 @@
+"""``/api/v1/...``. Model names may contain '/' and ':', so they are matched
+with regular expressions; ``/-/`` ends a name (no name has a '-' segment)."""
+
+from django.urls import path, re_path
+
+from . import views
+
+NAME = r"(?P<name>[A-Za-z0-9._:][A-Za-z0-9._:/-]*?)"
+
+urlpatterns = [
+    path("v1/health", views.HealthView.as_view(), name="api-health"),
+    path("v1/models", views.ModelsView.as_view(), name="api-models"),
+    re_path(rf"^v1/models/{NAME}/-/resources$", views.ModelResourcesView.as_view(), name="api-model-resources"),
+    re_path(rf"^v1/models/{NAME}$", views.ModelDetailView.as_view(), name="api-model"),
+    path("v1/skipped", views.SkippedView.as_view(), name="api-skipped"),
+    path("v1/sources", views.SourcesView.as_view(), name="api-sources"),
+    path("v1/catalog", views.CatalogView.as_view(), name="api-catalog"),
+    path("v1/catalog/versions", views.CatalogVersionsView.as_view(), name="api-catalog-versions"),
+    path("v1/catalog/versions/<int:number>", views.CatalogVersionDetailView.as_view(), name="api-catalog-version"),
+    path("v1/audit", views.AuditView.as_view(), name="api-audit"),
+    re_path(r"^(?P<rest>.*)$", views.NotFoundView.as_view(), name="api-not-found"),
+]

@@ -1,0 +1,328 @@
+"""REST API views: check the request's shape, call a service or selector,
+serialise the answer. No catalog rule lives here."""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.db import connection
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from .. import builder, selectors
+from ..builder import CatalogError, Problem
+from ..models import AuditEvent, CatalogVersion
+from ..roles import OPERATOR, VIEWER
+from ..services import models as model_services
+from ..services.catalog import refresh_catalog
+from ..services.errors import NotFound
+from . import serializers as s
+from .pagination import Pagination
+from .parsers import LimitedJSONParser
+from .permissions import HasRole
+
+NAME_PARAMETER = OpenApiParameter(
+    "name", OpenApiTypes.STR, OpenApiParameter.PATH,
+    description="a model's name (may contain '/' and ':'), or for GET an alias",
+    pattern=r"^[A-Za-z0-9._:][A-Za-z0-9._:/]*$",
+)
+
+
+def errors(*codes: int) -> dict:
+    """The documented error responses, all in the one error shape."""
+    described = {
+        400: "invalid input; `errors` maps each field path to its messages",
+        401: "no valid token",
+        403: "your role does not allow this",
+        404: "no such model or version",
+        409: "the state forbids it (declared model, removal that breaks others, stale version)",
+        413: "the request body is too large",
+        503: "the database is unavailable",
+    }
+    return {code: OpenApiResponse(s.ErrorSerializer, description=described[code]) for code in codes}
+
+
+READ_ERRORS = (401, 403, 503)
+PAGE_PARAMETERS = [OpenApiParameter("page", OpenApiTypes.INT), OpenApiParameter("page_size", OpenApiTypes.INT)]
+WRITE_ERRORS = (400, 401, 403, 413, 503)
+
+
+class ApiView(APIView):
+    """Every endpoint: authenticated, role-checked, size-limited JSON."""
+
+    permission_classes = [HasRole]
+    parser_classes = [LimitedJSONParser]
+    read_role = VIEWER
+    write_role = OPERATOR
+
+    def by(self) -> str:
+        return self.request.user.get_username()
+
+    def paginated(self, items: list, serializer_class=None):
+        paginator = Pagination()
+        page = paginator.paginate_queryset(items, self.request, view=self)
+        data = serializer_class(page, many=True).data if serializer_class else page
+        return paginator.get_paginated_response(data)
+
+
+class HealthView(APIView):
+    """Liveness: answers without a token, says whether the database and the
+    broker answer."""
+
+    authentication_classes = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(responses={200: s.HealthSerializer, 503: s.HealthSerializer}, auth=[])
+    def get(self, request):
+        database = "ok"
+        try:
+            connection.ensure_connection()
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT 1")
+        except Exception:  # any failure means the same thing to a probe
+            database = "unavailable"
+        broker = _broker_state()
+        healthy = database == "ok"
+        body = {"status": "ok" if healthy and broker != "unavailable" else "degraded",
+                "database": database, "broker": broker}
+        return Response(body, status=status.HTTP_200_OK if healthy else status.HTTP_503_SERVICE_UNAVAILABLE)
+
+
+def _broker_state() -> str:
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        return "in-process"
+    from llmgw_console.celery import app
+
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=0, timeout=1)
+        return "ok"
+    except Exception:
+        return "unavailable"
+
+
+def _model_filters(request) -> dict:
+    params = request.query_params
+    return {"kind": params.get("kind") or None, "cls": params.get("class") or None,
+            "owner": params.get("owner"), "engine": params.get("engine") or None, "q": params.get("q") or None}
+
+
+class ModelsView(ApiView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("kind", OpenApiTypes.STR, enum=list(selectors.KINDS)),
+            OpenApiParameter("class", OpenApiTypes.STR, enum=list(builder.CLASSES),
+                             description="effective class"),
+            OpenApiParameter("owner", OpenApiTypes.STR),
+            OpenApiParameter("engine", OpenApiTypes.STR),
+            OpenApiParameter("q", OpenApiTypes.STR, description="search names, aliases and descriptions"),
+            *PAGE_PARAMETERS,
+        ],
+        responses={200: s.ModelSerializer(many=True), **errors(*READ_ERRORS, 404)},
+    )
+    def get(self, request):
+        state = selectors.in_force()
+        models = selectors.list_models(state, **_model_filters(request))
+        page = Pagination()
+        items = page.paginate_queryset(models, request, view=self)
+        return page.get_paginated_response([selectors.model_item(state, m) for m in items])
+
+    @extend_schema(request=s.ModelDefinitionSerializer,
+                   responses={201: s.ModelSerializer, **errors(*WRITE_ERRORS, 409)})
+    def post(self, request):
+        model = model_services.add_model(definition=request.data, by=self.by())
+        return Response(selectors.model_item(selectors.in_force(), model), status=status.HTTP_201_CREATED)
+
+
+class ModelDetailView(ApiView):
+    def _item(self, model: dict) -> dict:
+        state = selectors.in_force()
+        return selectors.model_item(state, model)
+
+    @extend_schema(parameters=[NAME_PARAMETER], responses={200: s.ModelDetailSerializer, **errors(*READ_ERRORS, 404)})
+    def get(self, request, name):
+        state = selectors.in_force()
+        model = state.catalog.resolve(name)
+        if model is None:
+            raise NotFound(f"no model or alias {name!r} in the catalog")
+        return Response({**selectors.model_item(state, model), "used_by": state.catalog.used_by(model["name"])})
+
+    @extend_schema(parameters=[NAME_PARAMETER], request=s.ModelDefinitionSerializer,
+                   responses={200: s.ModelSerializer, **errors(*WRITE_ERRORS, 404, 409)})
+    def put(self, request, name):
+        definition = request.data
+        if isinstance(definition, dict) and definition.get("name", name) != name:
+            raise CatalogError([Problem(name, "name", "the name in the body must match the URL; "
+                                                     "to rename, add the new model and remove this one")])
+        if isinstance(definition, dict):
+            definition = {**definition, "name": name}
+        state = selectors.in_force()
+        if name not in state.declared_names and name not in dict(selectors.stored_rows()):
+            raise NotFound(f"model {name!r} was not added at runtime; add it with POST /api/v1/models")
+        model = model_services.add_model(definition=definition, by=self.by())
+        return Response(self._item(model))
+
+    @extend_schema(parameters=[NAME_PARAMETER], request=s.ModelPatchSerializer,
+                   responses={200: s.ModelSerializer, **errors(*WRITE_ERRORS, 404, 409)})
+    def patch(self, request, name):
+        model = model_services.update_model(name=name, changes=request.data, by=self.by())
+        return Response(self._item(model))
+
+    @extend_schema(parameters=[NAME_PARAMETER], request=None,
+                   responses={204: None, **errors(401, 403, 404, 409, 503)})
+    def delete(self, request, name):
+        model_services.remove_model(name=name, by=self.by())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ModelResourcesView(ApiView):
+    @extend_schema(parameters=[NAME_PARAMETER], request=s.ResourcesSerializer,
+                   responses={200: s.ModelSerializer, **errors(*WRITE_ERRORS, 404, 409)})
+    def post(self, request, name):
+        body = request.data
+        if not isinstance(body, dict):
+            raise CatalogError([Problem(name, "", "the body must be an object {profile?, min_memory_gb, cpu_cores}")])
+        profile = body.get("profile") or None
+        if profile is not None and not isinstance(profile, str):
+            raise CatalogError([Problem(name, "profile", "profile must be a profile's name")])
+        model = model_services.set_resources(name=name, profile=profile, min_memory_gb=body.get("min_memory_gb"),
+                                             cpu_cores=body.get("cpu_cores"), by=self.by())
+        return Response(selectors.model_item(selectors.in_force(), model))
+
+
+class SkippedView(ApiView):
+    @extend_schema(parameters=PAGE_PARAMETERS,
+                   responses={200: s.SkippedSerializer(many=True), **errors(*READ_ERRORS, 404)})
+    def get(self, request):
+        skipped = [sk._asdict() for sk in selectors.in_force().catalog.skipped]
+        return self.paginated(skipped)
+
+
+class SourcesView(ApiView):
+    @extend_schema(parameters=PAGE_PARAMETERS,
+                   responses={200: s.SourceSerializer(many=True), **errors(*READ_ERRORS, 404)})
+    def get(self, request):
+        sources = selectors.in_force().catalog.sources()
+        return self.paginated([{"source": src, "models": names} for src, names in sources.items()])
+
+
+def _etag(digest: str) -> str:
+    return f'"{digest}"'
+
+
+def _matches(if_none_match: str, digest: str) -> bool:
+    tags = [t.strip().removeprefix("W/").strip('"') for t in if_none_match.split(",")]
+    return digest in tags or "*" in tags
+
+
+def catalog_document_bytes(version: CatalogVersion) -> bytes:
+    """The document gateways receive, assembled around the stored models
+    text so the bytes the digest covers are sent unchanged."""
+    head = {
+        "created_at": version.created_at.isoformat().replace("+00:00", "Z"),
+        "digest": version.digest,
+        "settings_version": version.settings_version,
+        "version": version.version,
+    }
+    meta = json.dumps(head, sort_keys=True, separators=(",", ":"))
+    return (meta[:-1] + ',"models":' + version.document + "}").encode("utf-8")
+
+
+class CatalogView(ApiView):
+    @extend_schema(
+        parameters=[OpenApiParameter("If-None-Match", OpenApiTypes.STR, OpenApiParameter.HEADER)],
+        responses={200: s.CatalogDocumentSerializer, 304: OpenApiResponse(description="not modified"),
+                   **errors(*READ_ERRORS, 404)},
+    )
+    def get(self, request):
+        version = selectors.latest_catalog_version()
+        if version is None:
+            refresh_catalog(reason="first catalog", by="system")
+            version = selectors.latest_catalog_version()
+        etag = _etag(version.digest)
+        if _matches(request.headers.get("If-None-Match", ""), version.digest):
+            response = HttpResponse(status=304)
+        else:
+            response = HttpResponse(catalog_document_bytes(version), content_type="application/json")
+        response["ETag"] = etag
+        response["X-Llmgw-Catalog-Version"] = str(version.version)
+        return response
+
+
+def _version_row(v: CatalogVersion) -> dict:
+    return {"version": v.version, "digest": v.digest, "created_at": v.created_at, "created_by": v.created_by,
+            "reason": v.reason, "settings_version": v.settings_version}
+
+
+class CatalogVersionsView(ApiView):
+    @extend_schema(parameters=PAGE_PARAMETERS,
+                   responses={200: s.CatalogVersionSerializer(many=True), **errors(*READ_ERRORS, 404)})
+    def get(self, request):
+        versions = CatalogVersion.objects.defer("document").order_by("-version")
+        paginator = Pagination()
+        page = paginator.paginate_queryset(versions, request, view=self)
+        return paginator.get_paginated_response(s.CatalogVersionSerializer([_version_row(v) for v in page],
+                                                                           many=True).data)
+
+
+class CatalogVersionDetailView(ApiView):
+    @extend_schema(parameters=[OpenApiParameter("diff", OpenApiTypes.INT,
+                                                description="another version to compare with, model by model")],
+                   responses={200: s.CatalogVersionDetailSerializer, **errors(*READ_ERRORS, 400, 404)})
+    def get(self, request, number):
+        version = _version_or_404(number)
+        body = {**_version_row(version), "models": json.loads(version.document)}
+        other = request.query_params.get("diff")
+        if other is not None:
+            if not other.isdigit():
+                    raise CatalogError([Problem("", "diff", "diff must be a catalog version number")])
+            base = _version_or_404(int(other))
+            body["diff"] = {"base": base.version,
+                            **builder.diff_models(json.loads(base.document), body["models"])}
+        return Response(s.CatalogVersionDetailSerializer(body).data)
+
+
+def _version_or_404(number: int) -> CatalogVersion:
+    version = CatalogVersion.objects.filter(version=number).first()
+    if version is None:
+        raise NotFound(f"no catalog version {number}")
+    return version
+
+
+class AuditView(ApiView):
+    read_role = VIEWER
+
+    @extend_schema(parameters=[
+        OpenApiParameter("actor", OpenApiTypes.STR), OpenApiParameter("object", OpenApiTypes.STR),
+        OpenApiParameter("since", OpenApiTypes.DATETIME), *PAGE_PARAMETERS],
+        responses={200: s.AuditEventSerializer(many=True), **errors(*READ_ERRORS, 400, 404)})
+    def get(self, request):
+        query = s.AuditQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        events = AuditEvent.objects.all()
+        if "actor" in query.validated_data:
+            events = events.filter(actor=query.validated_data["actor"])
+        if "object" in query.validated_data:
+            events = events.filter(object_id=query.validated_data["object"])
+        if "since" in query.validated_data:
+            events = events.filter(at__gte=query.validated_data["since"])
+        paginator = Pagination()
+        page = paginator.paginate_queryset(events, request, view=self)
+        return paginator.get_paginated_response(s.AuditEventSerializer(page, many=True).data)
+
+
+class NotFoundView(ApiView):
+    """Unknown API paths answer in the API's error shape, not an HTML page."""
+
+    @extend_schema(exclude=True)
+    def get(self, request, rest=""):
+        raise NotFound(f"no API endpoint {request.path}")
+
+    post = put = patch = delete = get
+

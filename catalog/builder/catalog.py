@@ -1,0 +1,385 @@
+"""Building a whole catalog: one namespace, references that resolve, no cycles.
+
+Every step is a pass over the models or over the reference graph, so a
+build is linear in the number of models: a catalog of fifty thousand models
+must not take a thousand times as long as one of fifty.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+from .errors import CatalogError, Problem
+from .schema import effective_class, normalize
+
+
+class Document(NamedTuple):
+    """The canonical bytes of a catalog's models, and their digest."""
+
+    body: bytes
+    digest: str
+
+
+class Skipped(NamedTuple):
+    """A model left out of the catalog when it was loaded, and why."""
+
+    name: str
+    kind: str
+    reason: str
+
+
+def canonical_json(value: object) -> bytes:
+    """Sorted keys, no whitespace, UTF-8: equal values give equal bytes."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def digest_of(body: bytes) -> str:
+    return "sha256:" + hashlib.sha256(body).hexdigest()
+
+
+class Catalog:
+    """A built catalog: every model resolved, defaults applied.
+
+    The model dicts are shared, not copied, so that reading a catalog of
+    ten thousand models costs nothing; callers must not mutate them.
+    """
+
+    def __init__(self, models: list[dict], index: dict[str, dict], warnings: dict[str, list[str]],
+                 notices: list[str], used_by: dict[str, dict[str, list[str]]],
+                 skipped: Sequence[Skipped] = ()):
+        self._models = sorted(models, key=lambda m: m["name"])
+        self._index = index
+        self._warnings = warnings
+        self.notices = notices
+        self._used_by = used_by
+        self.skipped = list(skipped)
+        self._document: Document | None = None
+
+    def __len__(self) -> int:
+        return len(self._models)
+
+    def resolve(self, name_or_alias: str) -> dict | None:
+        return self._index.get(name_or_alias)
+
+    def models(self) -> list[dict]:
+        """Every model, sorted by name."""
+        return list(self._models)
+
+    def warnings(self, name: str) -> list[str]:
+        """What is allowed but worth an operator's attention, for one model."""
+        return self._warnings.get(name, [])
+
+    def used_by(self, name: str) -> dict[str, list[str]]:
+        """Which models fall back to ``name`` or send it canary traffic."""
+        usage = self._used_by.get(name)
+        return {"fallback_of": list(usage["fallback_of"]) if usage else [],
+                "canary_of": list(usage["canary_of"]) if usage else []}
+
+    def sources(self) -> dict[str, list[str]]:
+        """Weights source -> names of the models that load it, adapters included.
+
+        So a page listing files can say which are in use, and by what.
+        """
+        out: dict[str, list[str]] = {}
+        for m in self._models:
+            if m.get("source"):
+                out.setdefault(m["source"], []).append(m["name"])
+            for adapter in m.get("adapters", ()):
+                names = out.setdefault(adapter["source"], [])
+                if not names or names[-1] != m["name"]:
+                    names.append(m["name"])
+        return dict(sorted(out.items()))
+
+    def effective_class(self, name: str) -> str | None:
+        model = self.resolve(name)
+        return effective_class(model) if model else None
+
+    def document(self) -> Document:
+        if self._document is None:
+            body = canonical_json(self._models)
+            self._document = Document(body, digest_of(body))
+        return self._document
+
+    @property
+    def digest(self) -> str:
+        return self.document().digest
+
+
+class _Analysis(NamedTuple):
+    models: list[dict | None]  # normalised, by input position; None when not an object
+    problems: list[tuple[int, Problem]]
+    warnings: dict[str, list[str]]
+    notices: list[str]
+    dropped: set[int]  # federated models not offered: a local name took theirs
+    index: dict[str, int]  # name or alias -> input position
+    referrers: dict[int, list[tuple[int, str]]]  # target -> (referrer, "fallback"|"canary")
+
+
+def _analyse(raw_models: Sequence[object], engines: Iterable[str], defaults: dict | None) -> _Analysis:
+    engines = frozenset(engines)
+    defaults = defaults or {}
+    models: list[dict | None] = []
+    problems: list[tuple[int, Problem]] = []
+    warnings: dict[str, list[str]] = {}
+    for i, raw in enumerate(raw_models):
+        model, check = normalize(raw, engines=engines, defaults=defaults, label=f"#{i}")
+        models.append(model)
+        problems.extend((i, Problem(check.model, path, msg)) for path, msg in check.problems)
+        if model and check.warnings:
+            warnings[model["name"]] = check.warnings
+
+    index, notices, dropped = _namespace(models, problems)
+    referrers = _references(models, index, dropped, problems)
+    _cycles(models, index, dropped, problems)
+    return _Analysis(models, problems, warnings, notices, dropped, index, referrers)
+
+
+def _names_of(model: dict) -> list[str]:
+    return [n for n in (model["name"], *model["aliases"]) if n]
+
+
+def _namespace(models: list[dict | None], problems: list) -> tuple[dict[str, int], list[str], set[int]]:
+    """One namespace for names and aliases; the earlier local model keeps a name.
+
+    Local models (declared, then runtime, in the order given) claim names
+    first. A peer's model whose name or alias is already taken is not
+    offered: a request for a model this cluster runs must never leave the
+    cluster because a peer started offering the same name.
+    """
+    index: dict[str, int] = {}
+    notices: list[str] = []
+    dropped: set[int] = set()
+    for i, m in enumerate(models):
+        if m is None or "peer" in m:
+            continue
+        for j, n in enumerate(_names_of(m)):
+            if n in index:
+                other = models[index[n]]["name"]
+                path = "name" if n == m["name"] else f"aliases.{m['aliases'].index(n)}"
+                what = "name" if j == 0 else "alias"
+                problems.append((i, Problem(m["name"], path, f"{what} {n!r} is already used by model {other!r}")))
+            else:
+                index[n] = i
+    for i, m in enumerate(models):
+        if m is None or "peer" not in m:
+            continue
+        taken = [n for n in _names_of(m) if n in index]
+        if taken:
+            dropped.add(i)
+            owner = models[index[taken[0]]]
+            kind = "a model of this cluster" if "peer" not in owner else f"a model of peer {owner['peer']!r}"
+            notices.append(f"federated model {m['name']!r} is not offered: {taken[0]!r} is already {kind}")
+            continue
+        for n in _names_of(m):
+            index[n] = i
+    return index, notices, dropped
+
+
+def _references(models, index, dropped, problems) -> dict[int, list[tuple[int, str]]]:
+    """Fallbacks and canaries must name a model of this catalog, never their own."""
+    referrers: dict[int, list[tuple[int, str]]] = {}
+    for i, m in enumerate(models):
+        if m is None or "peer" in m:
+            continue
+        seen: set[int] = set()
+        for j, ref in enumerate(m["fallbacks"]):
+            if not isinstance(ref, str) or not ref:
+                continue
+            target = index.get(ref)
+            if target is None:
+                problems.append((i, Problem(m["name"], f"fallbacks.{j}", f"fallback {ref!r} is not a model of the catalog")))
+            elif target == i:
+                problems.append((i, Problem(m["name"], f"fallbacks.{j}", "a model cannot fall back to itself")))
+            elif target in seen:
+                problems.append((i, Problem(m["name"], f"fallbacks.{j}", f"fallback {ref!r} is listed twice")))
+            else:
+                seen.add(target)
+                referrers.setdefault(target, []).append((i, "fallback"))
+        canary = m["canary"]
+        if canary and isinstance(canary.get("model"), str) and canary["model"]:
+            target = index.get(canary["model"])
+            if target is None:
+                problems.append((i, Problem(m["name"], "canary.model", f"canary {canary['model']!r} is not a model of the catalog")))
+            elif target == i:
+                problems.append((i, Problem(m["name"], "canary.model", "a model cannot be its own canary")))
+            else:
+                referrers.setdefault(target, []).append((i, "canary"))
+    return referrers
+
+
+def _cycles(models, index, dropped, problems) -> None:
+    """Fallback chains must end: a cycle would bounce a request between
+    models that are all out of capacity until it times out.
+
+    Tarjan's strongly connected components, iteratively, so a chain of ten
+    thousand fallbacks neither recurses nor revisits a model.
+    """
+    edges: dict[int, list[int]] = {}
+    for i, m in enumerate(models):
+        if m is None or "peer" in m:
+            continue
+        targets = [index[f] for f in m["fallbacks"] if isinstance(f, str) and f in index and index[f] != i]
+        if targets:
+            edges[i] = targets
+    order: dict[int, int] = {}
+    low: dict[int, int] = {}
+    on_stack: set[int] = set()
+    stack: list[int] = []
+    counter = 0
+    for root in edges:
+        if root in order:
+            continue
+        work = [(root, 0)]
+        while work:
+            node, pos = work.pop()
+            if pos == 0:
+                order[node] = low[node] = counter
+                counter += 1
+                stack.append(node)
+                on_stack.add(node)
+            targets = edges.get(node, ())
+            if pos < len(targets):
+                work.append((node, pos + 1))
+                nxt = targets[pos]
+                if nxt not in order:
+                    work.append((nxt, 0))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], order[nxt])
+                continue
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == order[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    _report_cycle(models, index, set(component), edges, problems)
+
+
+def _report_cycle(models, index, component: set[int], edges, problems) -> None:
+    # One cycle through the component, named on each of its models: walking
+    # it once per member would make a long cycle quadratic.
+    node = min(component)
+    path = [node]
+    seen = {node: 0}
+    while True:
+        node = next(t for t in edges[node] if t in component)
+        if node in seen:
+            path = path[seen[node]:] + [node]
+            break
+        seen[node] = len(path)
+        path.append(node)
+    names = [models[n]["name"] for n in path]
+    chain = " -> ".join(names if len(names) <= 8 else [*names[:4], "...", *names[-3:]])
+    for member in sorted(component):
+        m = models[member]
+        at = next(j for j, f in enumerate(m["fallbacks"]) if isinstance(f, str) and index.get(f) in component)
+        problems.append((member, Problem(m["name"], f"fallbacks.{at}", f"fallbacks form a cycle: {chain}")))
+
+
+def _catalog(analysis: _Analysis, keep: Iterable[int], skipped: Sequence[Skipped] = ()) -> Catalog:
+    keep = [i for i in keep if i not in analysis.dropped]
+    models = [analysis.models[i] for i in keep]
+    kept = set(keep)
+    index = {n: analysis.models[i] for n, i in analysis.index.items() if i in kept}
+    used_by: dict[str, dict[str, list[str]]] = {}
+    for target, refs in analysis.referrers.items():
+        if target not in kept:
+            continue
+        usage = used_by.setdefault(analysis.models[target]["name"], {"fallback_of": [], "canary_of": []})
+        for referrer, how in refs:
+            if referrer in kept:
+                usage[f"{how}_of"].append(analysis.models[referrer]["name"])
+    for usage in used_by.values():
+        usage["fallback_of"].sort()
+        usage["canary_of"].sort()
+    warnings = {m["name"]: analysis.warnings[m["name"]] for m in models if m["name"] in analysis.warnings}
+    return Catalog(models, index, warnings, analysis.notices, used_by, skipped)
+
+
+def build(models: Sequence[object], *, engines: Iterable[str], defaults: dict | None = None) -> Catalog:
+    """The catalog these models make, or CatalogError with every problem.
+
+    Models are given in order of authority: declared, then federated (they
+    carry ``peer``), then runtime. The earlier local model keeps a name.
+    """
+    analysis = _analyse(models, engines, defaults)
+    if analysis.problems:
+        raise CatalogError([p for _, p in analysis.problems])
+    return _catalog(analysis, range(len(models)))
+
+
+def load(declared: Sequence[object], federated: Sequence[object], stored: Sequence[tuple[str, str]], *,
+         engines: Iterable[str], defaults: dict | None = None) -> Catalog:
+    """The catalog in force: declared models must build; the rest may be skipped.
+
+    ``stored`` is the runtime rows as (name, JSON text). A row that does not
+    decode, takes a declared name, or does not make a valid catalog is
+    skipped with its reason, and so is every model that falls back to it or
+    sends it canary traffic: refusing to start over one bad row would let a
+    model somebody added from a laptop take the cluster down.
+
+    The invalid rows are found by one build, their dependants by walking the
+    reference graph backwards; a second build confirms. Never one build per
+    row, and the order of the rows does not matter.
+    """
+    skipped: list[Skipped] = []
+    declared_names = {m["name"] for m in declared if isinstance(m, dict) and isinstance(m.get("name"), str)}
+    runtime: list[dict] = []
+    for name, text in sorted(stored, key=lambda row: row[0]):
+        try:
+            model = json.loads(text) if isinstance(text, (str, bytes)) else text
+        except ValueError as exc:
+            skipped.append(Skipped(name, "runtime", f"the stored definition is not JSON: {exc}"))
+            continue
+        if not isinstance(model, dict):
+            skipped.append(Skipped(name, "runtime", "the stored definition is not an object"))
+        elif model.get("name") != name:
+            skipped.append(Skipped(name, "runtime", f"the stored definition names {model.get('name')!r}, not {name!r}"))
+        elif "peer" in model:
+            skipped.append(Skipped(name, "runtime", "a stored model cannot be a peer's model"))
+        elif name in declared_names:
+            skipped.append(Skipped(name, "runtime", f"{name!r} is declared in the cluster settings, which win"))
+        else:
+            runtime.append(model)
+
+    candidates: list[object] = [*declared, *federated, *runtime]
+    kinds = ["declared"] * len(declared) + ["federated"] * len(federated) + ["runtime"] * len(runtime)
+    fixed = len(declared)
+    # Each round drops at least one model, so this ends; in practice the
+    # second build is clean.
+    while True:
+        analysis = _analyse(candidates, engines, defaults)
+        if not analysis.problems:
+            return _catalog(analysis, range(len(candidates)), skipped)
+        reasons: dict[int, list[str]] = {}
+        for i, problem in analysis.problems:
+            if i >= fixed:
+                reasons.setdefault(i, []).append(f"{problem.path}: {problem.message}" if problem.path else problem.message)
+        if not reasons:
+            raise CatalogError([p for _, p in analysis.problems])
+        queue = list(reasons)
+        while queue:
+            target = queue.pop()
+            target_name = _label(analysis.models[target], target)
+            for referrer, how in analysis.referrers.get(target, ()):
+                if referrer >= fixed and referrer not in reasons:
+                    reasons[referrer] = [f"{'falls back to' if how == 'fallback' else 'sends canary traffic to'} "
+                                         f"{target_name!r}, which was skipped"]
+                    queue.append(referrer)
+        for i in sorted(reasons):
+            skipped.append(Skipped(_label(analysis.models[i], i), kinds[i], "; ".join(reasons[i])))
+        candidates = [c for i, c in enumerate(candidates) if i not in reasons]
+        kinds = [k for i, k in enumerate(kinds) if i not in reasons]
+
+
+def _label(model: dict | None, position: int) -> str:
+    return model["name"] if model and model["name"] else f"#{position}"

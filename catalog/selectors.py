@@ -1,0 +1,195 @@
+"""Reads: the settings and the catalog in force, listings, usage.
+
+The catalog in force is always what the database says: it is rebuilt
+whenever the rows it comes from change, and kept in this process only
+while a cheap fingerprint of those rows stays the same, so a page read does
+not rebuild ten thousand models.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from django.db.models import Count, Max
+
+from . import builder
+from .builder.settings import declared_of, defaults_of, engines_of
+from .models import CatalogVersion, SettingsVersion, StoredModel
+
+log = logging.getLogger("llmgw.catalog")
+
+DECLARED, FEDERATED, RUNTIME = "declared", "federated", "runtime"
+KINDS = (DECLARED, FEDERATED, RUNTIME)
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """The settings version in force and what the catalog takes from it."""
+
+    version: int | None
+    document: dict
+    passed_over: tuple[tuple[int, str], ...] = ()  # newer versions that did not load, and why
+
+    @property
+    def engines(self) -> tuple[str, ...]:
+        return engines_of(self.document)
+
+    @property
+    def defaults(self) -> dict:
+        return defaults_of(self.document)
+
+    @property
+    def declared(self) -> list:
+        return declared_of(self.document)
+
+
+@dataclass(frozen=True)
+class InForce:
+    """The catalog in force, with what it was built from."""
+
+    catalog: builder.Catalog
+    settings: ClusterSettings
+    declared_names: frozenset
+    federated: list = field(default_factory=list)
+
+    def kind(self, model: dict) -> str:
+        if "peer" in model:
+            return FEDERATED
+        return DECLARED if model["name"] in self.declared_names else RUNTIME
+
+
+_lock = threading.Lock()
+_cache: dict[str, tuple[object, object]] = {}
+
+
+def _cached(name: str, key: object, compute):
+    with _lock:
+        hit = _cache.get(name)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    value = compute()
+    with _lock:
+        _cache[name] = (key, value)
+    return value
+
+
+def settings_in_force() -> ClusterSettings:
+    """The newest settings version that loads.
+
+    A version that does not load is never put in force: a bad edit must not
+    keep the console (and every gateway it feeds) down. The first start
+    against an empty store imports the settings file.
+    """
+    newest = _newest_settings()
+    if newest is None:
+        from .services.settings import import_initial_settings
+
+        import_initial_settings()
+        newest = _newest_settings()
+    return _cached("settings", newest, _settings_in_force)
+
+
+def _newest_settings() -> tuple | None:
+    # The time as well as the number: a number alone could name two
+    # documents when a transaction that wrote one was rolled back.
+    return SettingsVersion.objects.order_by("-number").values_list("number", "created_at").first()
+
+
+def clear_cache() -> None:
+    with _lock:
+        _cache.clear()
+
+
+def _settings_in_force() -> ClusterSettings:
+    passed_over = []
+    for version in SettingsVersion.objects.order_by("-number").iterator(chunk_size=20):
+        problem = settings_problem(version.document)
+        if problem is None:
+            if passed_over:
+                log.warning("settings versions %s do not load; v%s is in force",
+                            ", ".join(f"v{n}" for n, _ in passed_over), version.number)
+            return ClusterSettings(version.number, version.document, tuple(passed_over))
+        passed_over.append((version.number, problem))
+    return ClusterSettings(None, {}, tuple(passed_over))
+
+
+def settings_problem(document: object) -> str | None:
+    """Why a settings document cannot be put in force, or None."""
+    problems = builder.settings.catalog_keys_problems(document)
+    if problems:
+        return builder.CatalogError(problems).summary()
+    try:
+        builder.load(declared_of(document), federated_models(), (),
+                     engines=engines_of(document), defaults=defaults_of(document))
+    except builder.CatalogError as exc:
+        return exc.summary()
+    return None
+
+
+def federated_models() -> list[dict]:
+    """The models peer clusters offer, as this cluster names them.
+
+    Nothing until federation with peers is configured and fetched.
+    """
+    return []
+
+
+def stored_rows() -> list[tuple[str, str]]:
+    return list(StoredModel.objects.values_list("name", "definition"))
+
+
+def _stored_fingerprint() -> tuple:
+    agg = StoredModel.objects.aggregate(n=Count("id"), last=Max("updated_at"), top=Max("id"))
+    return agg["n"], agg["last"], agg["top"]
+
+
+def in_force() -> InForce:
+    """The catalog in force (runtime rows that do not load are skipped)."""
+    settings = settings_in_force()
+    key = (settings.version, _stored_fingerprint())
+    return _cached("catalog", key, lambda: build_in_force(settings, stored_rows()))
+
+
+def build_in_force(settings: ClusterSettings, rows) -> InForce:
+    federated = federated_models()
+    catalog = builder.load(settings.declared, federated, rows, engines=settings.engines, defaults=settings.defaults)
+    declared_names = frozenset(m["name"] for m in settings.declared if isinstance(m, dict))
+    for skipped in catalog.skipped:
+        log.warning("model %s was skipped at load: %s", skipped.name, skipped.reason)
+    return InForce(catalog, settings, declared_names, federated)
+
+
+def latest_catalog_version() -> CatalogVersion | None:
+    return CatalogVersion.objects.order_by("-version").first()
+
+
+def model_item(state: InForce, model: dict) -> dict:
+    """A model as the API and the console show it."""
+    return {
+        **model,
+        "kind": state.kind(model),
+        "effective_class": builder.effective_class(model),
+        "warnings": state.catalog.warnings(model["name"]),
+    }
+
+
+def list_models(state: InForce, *, kind=None, cls=None, owner=None, engine=None, q=None) -> list[dict]:
+    """Models in force, filtered; ``q`` searches names, aliases and descriptions."""
+    needle = q.lower() if q else None
+    out = []
+    for m in state.catalog.models():
+        if kind and state.kind(m) != kind:
+            continue
+        if cls and builder.effective_class(m) != cls:
+            continue
+        if owner is not None and owner != "" and m.get("owner", "") != owner:
+            continue
+        if engine and m.get("engine") != engine:
+            continue
+        if needle and needle not in m["name"].lower() and not any(needle in a.lower() for a in m["aliases"]) \
+                and needle not in m.get("description", "").lower():
+            continue
+        out.append(m)
+    return out
