@@ -82,13 +82,17 @@ def settings_in_force() -> ClusterSettings:
     keep the console (and every gateway it feeds) down. The first start
     against an empty store imports the settings file.
     """
+    return _cached("settings", _newest_settings_imported(), _settings_in_force)
+
+
+def _newest_settings_imported() -> tuple:
     newest = _newest_settings()
     if newest is None:
         from .services.settings import import_initial_settings
 
         import_initial_settings()
         newest = _newest_settings()
-    return _cached("settings", newest, _settings_in_force)
+    return newest
 
 
 def _newest_settings() -> tuple | None:
@@ -145,11 +149,22 @@ def _stored_fingerprint() -> tuple:
     return agg["n"], agg["last"], agg["top"]
 
 
+def _in_force_key() -> tuple:
+    return _newest_settings_imported(), _stored_fingerprint()
+
+
 def in_force() -> InForce:
     """The catalog in force (runtime rows that do not load are skipped)."""
-    settings = settings_in_force()
-    key = (settings.version, _stored_fingerprint())
-    return _cached("catalog", key, lambda: build_in_force(settings, stored_rows()))
+    key = _in_force_key()
+    return _cached("catalog", key, lambda: build_in_force(settings_in_force(), stored_rows()))
+
+
+def remember_in_force(state: InForce) -> None:
+    """Keep the catalog a change just put in force, so the next read does
+    not rebuild it. Called inside the change's transaction: the key then
+    names the rows the change wrote, which no other state can have."""
+    with _lock:
+        _cache["catalog"] = (_in_force_key(), state)
 
 
 def build_in_force(settings: ClusterSettings, rows) -> InForce:

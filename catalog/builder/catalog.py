@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
+from . import memo
 from .errors import CatalogError, Problem
 from .schema import effective_class, normalize
 
@@ -98,8 +99,11 @@ class Catalog:
         return effective_class(model) if model else None
 
     def document(self) -> Document:
+        # Byte for byte what canonical_json(self.models()) gives, assembled
+        # from each model's own canonical bytes, which unchanged models
+        # keep from one build to the next.
         if self._document is None:
-            body = canonical_json(self._models)
+            body = b"[" + b",".join(memo.canonical(m, canonical_json) for m in self._models) + b"]"
             self._document = Document(body, digest_of(body))
         return self._document
 
@@ -118,23 +122,48 @@ class _Analysis(NamedTuple):
     referrers: dict[int, list[tuple[int, str]]]  # target -> (referrer, "fallback"|"canary")
 
 
+def _context(engines: frozenset, defaults: dict) -> tuple:
+    return tuple(sorted(engines)), canonical_json(defaults)
+
+
 def _analyse(raw_models: Sequence[object], engines: Iterable[str], defaults: dict | None) -> _Analysis:
     engines = frozenset(engines)
     defaults = defaults or {}
+    context = _context(engines, defaults)
     models: list[dict | None] = []
     problems: list[tuple[int, Problem]] = []
     warnings: dict[str, list[str]] = {}
     for i, raw in enumerate(raw_models):
+        if isinstance(raw, str):
+            hit = memo.get(context, raw)
+            if hit is not None:
+                model, model_warnings = hit
+                models.append(model)
+                if model_warnings:
+                    warnings[model["name"]] = model_warnings
+                continue
+            text, raw = raw, _decode(raw)
+        else:
+            text = None
         model, check = normalize(raw, engines=engines, defaults=defaults, label=f"#{i}")
         models.append(model)
         problems.extend((i, Problem(check.model, path, msg)) for path, msg in check.problems)
         if model and check.warnings:
             warnings[model["name"]] = check.warnings
+        if text is not None and model is not None and not check.problems:
+            memo.put(context, text, model, check.warnings)
 
     index, notices, dropped = _namespace(models, problems)
     referrers = _references(models, index, dropped, problems)
     _cycles(models, index, dropped, problems)
     return _Analysis(models, problems, warnings, notices, dropped, index, referrers)
+
+
+def _decode(text: str) -> object:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text  # normalize() says it is not an object
 
 
 def _names_of(model: dict) -> list[str]:
@@ -310,6 +339,8 @@ def build(models: Sequence[object], *, engines: Iterable[str], defaults: dict | 
 
     Models are given in order of authority: declared, then federated (they
     carry ``peer``), then runtime. The earlier local model keeps a name.
+    A model may be given as its JSON text, as the store keeps it: unchanged
+    text is not decoded and checked again (see ``memo``).
     """
     analysis = _analyse(models, engines, defaults)
     if analysis.problems:
@@ -333,23 +364,29 @@ def load(declared: Sequence[object], federated: Sequence[object], stored: Sequen
     """
     skipped: list[Skipped] = []
     declared_names = {m["name"] for m in declared if isinstance(m, dict) and isinstance(m.get("name"), str)}
-    runtime: list[dict] = []
+    context = _context(frozenset(engines), defaults or {})
+    runtime: list[object] = []
     for name, text in sorted(stored, key=lambda row: row[0]):
-        try:
-            model = json.loads(text) if isinstance(text, (str, bytes)) else text
-        except ValueError as exc:
-            skipped.append(Skipped(name, "runtime", f"the stored definition is not JSON: {exc}"))
-            continue
+        hit = memo.get(context, text) if isinstance(text, str) else None
+        if hit is not None:
+            model = hit[0]  # decoded and checked before; its name and shape are known
+        else:
+            try:
+                model = json.loads(text) if isinstance(text, (str, bytes)) else text
+            except ValueError as exc:
+                skipped.append(Skipped(name, "runtime", f"the stored definition is not JSON: {exc}"))
+                continue
         if not isinstance(model, dict):
             skipped.append(Skipped(name, "runtime", "the stored definition is not an object"))
         elif model.get("name") != name:
-            skipped.append(Skipped(name, "runtime", f"the stored definition names {model.get('name')!r}, not {name!r}"))
+            skipped.append(Skipped(name, "runtime", f"the stored definition is named {model.get('name')!r}, "
+                                                    f"not {name!r}"))
         elif "peer" in model:
             skipped.append(Skipped(name, "runtime", "a stored model cannot be a peer's model"))
         elif name in declared_names:
             skipped.append(Skipped(name, "runtime", f"{name!r} is declared in the cluster settings, which win"))
         else:
-            runtime.append(model)
+            runtime.append(text if isinstance(text, str) else model)
 
     candidates: list[object] = [*declared, *federated, *runtime]
     kinds = ["declared"] * len(declared) + ["federated"] * len(federated) + ["runtime"] * len(runtime)

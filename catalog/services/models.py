@@ -15,12 +15,13 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from django.conf import settings as django_settings
+from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from .. import builder
 from ..builder import CatalogError, Problem
 from ..models import StoredModel
-from ..selectors import InForce, build_in_force, in_force, stored_rows
+from ..selectors import InForce, build_in_force, in_force, remember_in_force, stored_rows
 from . import audit
 from .catalog import record_version
 from .errors import Conflict, NotFound
@@ -76,13 +77,10 @@ def _build_next(state: InForce, rows: dict[str, str], *, replace: dict[str, dict
     and never blocks another model's operation.
     """
     skipped = {(s.kind, s.name) for s in state.catalog.skipped}
-    runtime = []
-    for name, text in sorted(rows.items()):
-        if name in replace or ("runtime", name) in skipped:
-            continue
-        definition = _decode(text)
-        if definition is not None:
-            runtime.append(definition)
+    # As stored text: the builder does not decode or check again a row it
+    # has seen unchanged (every row but the one being changed).
+    runtime: list[object] = [text for name, text in sorted(rows.items())
+                             if name not in replace and ("runtime", name) not in skipped]
     runtime.extend(d for d in replace.values() if d is not None)
     federated = [m for m in state.federated if ("federated", m.get("name")) not in skipped]
     settings = state.settings
@@ -99,19 +97,17 @@ def _commit(state: InForce, built: builder.Catalog, rows: dict[str, str], *, rea
     else:
         after = build_in_force(state.settings, list(rows.items()))
     record_version(after.catalog, reason=reason, by=by, settings_version=state.settings.version)
+    remember_in_force(after)
     return after
 
 
-def _write(name: str, definition: dict, by: str) -> None:
+def _write(name: str, definition: dict, by: str) -> str:
+    """Store a definition; returns the text stored."""
     text = json.dumps(definition, sort_keys=True, ensure_ascii=False)
-    updated = StoredModel.objects.filter(name=name).update(definition=text, updated_by=by)
-    if not updated:
+    # update() skips auto_now, and the in-force cache keys on updated_at.
+    if not StoredModel.objects.filter(name=name).update(definition=text, updated_by=by, updated_at=timezone.now()):
         StoredModel.objects.create(name=name, definition=text, created_by=by, updated_by=by)
-    else:
-        # update() skips auto_now; the in-force cache keys on updated_at.
-        from django.utils import timezone
-
-        StoredModel.objects.filter(name=name).update(updated_at=timezone.now())
+    return text
 
 
 def add_model(*, definition: object, by: str) -> dict:
@@ -135,10 +131,9 @@ def add_model(*, definition: object, by: str) -> dict:
         refusals = [*_refusals_of(name, model), *pre_add_problems(model)]
         if refusals:
             raise CatalogError(refusals)
+        action = "model.replace" if name in rows else "model.add"
         before = _decode(rows[name]) if name in rows else None
-        _write(name, definition, by)
-        rows[name] = json.dumps(definition)
-        action = "model.replace" if name in rows and before is not None else "model.add"
+        rows[name] = _write(name, definition, by)
         after = _commit(state, built, rows, reason=f"{action} {name}", by=by)
         audit.record(actor=by, action=action, object_type="model", object_id=name, before=before, after=definition)
         return after.catalog.resolve(name)
@@ -199,8 +194,7 @@ def _change(name: str, *, by: str, action: str, what: str,
             problems = pre_add_problems(model)
             if problems:
                 raise CatalogError(problems)
-        _write(name, definition, by)
-        rows[name] = json.dumps(definition)
+        rows[name] = _write(name, definition, by)
         after = _commit(state, built, rows, reason=f"{action} {name}", by=by)
         audit.record(actor=by, action=action, object_type="model", object_id=name, before=before, after=definition)
         return after.catalog.resolve(name)
