@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from django.db.models import Count, Max
 
 from . import builder
-from .builder.settings import declared_of, defaults_of, engines_of
+from .builder.settings import cluster_problems, declared_of, defaults_of, engines_of
 from .models import CatalogVersion, SettingsVersion, StoredModel
 
 log = logging.getLogger("llmgw.catalog")
@@ -121,7 +121,7 @@ def _settings_in_force() -> ClusterSettings:
 
 def settings_problem(document: object) -> str | None:
     """Why a settings document cannot be put in force, or None."""
-    problems = builder.settings.catalog_keys_problems(document)
+    problems = cluster_problems(document)
     if problems:
         return builder.CatalogError(problems).summary()
     try:
@@ -156,7 +156,14 @@ def _in_force_key() -> tuple:
 def in_force() -> InForce:
     """The catalog in force (runtime rows that do not load are skipped)."""
     key = _in_force_key()
-    return _cached("catalog", key, lambda: build_in_force(settings_in_force(), stored_rows()))
+    return _cached("catalog", key, _load_in_force)
+
+
+def _load_in_force() -> InForce:
+    state = build_in_force(settings_in_force(), stored_rows())
+    for skipped in state.catalog.skipped:
+        log.warning("model %s was skipped at load: %s", skipped.name, skipped.reason)
+    return state
 
 
 def remember_in_force(state: InForce) -> None:
@@ -171,8 +178,6 @@ def build_in_force(settings: ClusterSettings, rows) -> InForce:
     federated = federated_models()
     catalog = builder.load(settings.declared, federated, rows, engines=settings.engines, defaults=settings.defaults)
     declared_names = frozenset(m["name"] for m in settings.declared if isinstance(m, dict))
-    for skipped in catalog.skipped:
-        log.warning("model %s was skipped at load: %s", skipped.name, skipped.reason)
     return InForce(catalog, settings, declared_names, federated)
 
 
@@ -208,3 +213,43 @@ def list_models(state: InForce, *, kind=None, cls=None, owner=None, engine=None,
             continue
         out.append(m)
     return out
+
+
+def settings_view() -> dict:
+    """The layered view: the store's document over the machine's file.
+
+    Each key says where its value comes from; a cluster key the file still
+    sets is shown as ignored, and when it differs from the store the
+    warnings name it, so nobody edits the file expecting it to matter.
+    """
+    from . import settings_file
+    from .builder.settings import mask_secrets, split_keys
+
+    settings = settings_in_force()
+    newest = _newest_settings_imported()
+    document = mask_secrets(settings.document)
+    file_cluster, file_machine = split_keys(settings_file.read())
+    file_cluster = mask_secrets(file_cluster)
+    layers = [{"key": k, "value": v, "source": "store", "ignored": False} for k, v in document.items()]
+    layers += [{"key": k, "value": v, "source": "file", "ignored": False} for k, v in file_machine.items()]
+    layers += [{"key": k, "value": v, "source": "file", "ignored": True} for k, v in file_cluster.items()]
+    warnings = [f"settings version {n} does not load and is not in force: {reason}"
+                for n, reason in settings.passed_over]
+    differing = sorted(k for k, v in file_cluster.items() if document.get(k) != v)
+    if differing:
+        warnings.append(
+            "the settings file sets cluster keys that differ from the store and are ignored: "
+            f"{', '.join(differing)}; the store's version {settings.version} is in force "
+            "(import the file on purpose with manage.py config import FILE)")
+    return {"version": settings.version, "newest_version": newest[0], "document": document,
+            "layers": layers, "warnings": warnings}
+
+
+def settings_version_item(version: SettingsVersion, *, with_document: bool = False) -> dict:
+    from .builder.settings import mask_secrets
+
+    item = {"number": version.number, "author": version.author, "created_at": version.created_at,
+            "comment": version.comment, "parent": version.parent}
+    if with_document:
+        item["document"] = mask_secrets(version.document) if isinstance(version.document, dict) else version.document
+    return item

@@ -17,6 +17,7 @@ from rest_framework.response import Response
 
 from ..builder import CatalogError
 from ..services.errors import Conflict, NotFound
+from ..settings_file import SettingsFileError
 
 log = logging.getLogger("llmgw.api")
 
@@ -86,6 +87,11 @@ def exception_handler(exc, context):
         log.warning("database unavailable: %s", exc)
         return Response(error_body("the database is unavailable; try again shortly"),
                         status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "5"})
+    if isinstance(exc, SettingsFileError):
+        # The machine's file is broken: a deployment problem, not the
+        # client's; say what to fix rather than answer 500.
+        log.error("%s", exc)
+        return Response(error_body(str(exc)), status=status.HTTP_503_SERVICE_UNAVAILABLE)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):

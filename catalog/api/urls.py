@@ -3,7 +3,7 @@ with regular expressions; ``/-/`` ends a name (no name has a '-' segment)."""
 
 from django.urls import path, re_path
 
-from . import views
+from . import settings_views, views
 
 NAME = r"(?P<name>[A-Za-z0-9._:][A-Za-z0-9._:/-]*?)"
 
@@ -18,5 +18,13 @@ urlpatterns = [
     path("v1/catalog/versions", views.CatalogVersionsView.as_view(), name="api-catalog-versions"),
     path("v1/catalog/versions/<int:number>", views.CatalogVersionDetailView.as_view(), name="api-catalog-version"),
     path("v1/audit", views.AuditView.as_view(), name="api-audit"),
+    path("v1/settings", settings_views.SettingsView.as_view(), name="api-settings"),
+    path("v1/settings/preview", settings_views.SettingsPreviewView.as_view(), name="api-settings-preview"),
+    re_path(r"^v1/settings/keys/(?P<key>[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)$", settings_views.SettingsKeyView.as_view(),
+            name="api-settings-key"),
+    path("v1/settings/versions", settings_views.SettingsVersionsView.as_view(), name="api-settings-versions"),
+    path("v1/settings/versions/<int:number>", settings_views.SettingsVersionDetailView.as_view(),
+         name="api-settings-version"),
+    path("v1/settings/rollback", settings_views.SettingsRollbackView.as_view(), name="api-settings-rollback"),
     re_path(r"^(?P<rest>.*)$", views.NotFoundView.as_view(), name="api-not-found"),
 ]

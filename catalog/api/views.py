@@ -156,16 +156,7 @@ class ModelDetailView(ApiView):
     @extend_schema(parameters=[NAME_PARAMETER], request=s.ModelDefinitionSerializer,
                    responses={200: s.ModelSerializer, **errors(*WRITE_ERRORS, 404, 409)})
     def put(self, request, name):
-        definition = request.data
-        if isinstance(definition, dict) and definition.get("name", name) != name:
-            raise CatalogError([Problem(name, "name", "the name in the body must match the URL; "
-                                                     "to rename, add the new model and remove this one")])
-        if isinstance(definition, dict):
-            definition = {**definition, "name": name}
-        state = selectors.in_force()
-        if name not in state.declared_names and name not in dict(selectors.stored_rows()):
-            raise NotFound(f"model {name!r} was not added at runtime; add it with POST /api/v1/models")
-        model = model_services.add_model(definition=definition, by=self.by())
+        model = model_services.replace_model(name=name, definition=request.data, by=self.by())
         return Response(self._item(model))
 
     @extend_schema(parameters=[NAME_PARAMETER], request=s.ModelPatchSerializer,

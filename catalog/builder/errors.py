@@ -18,7 +18,7 @@ class Problem(NamedTuple):
     message: str
 
     def __str__(self) -> str:
-        where = f"{self.model}: {self.path}" if self.path else self.model
+        where = ": ".join(part for part in (self.model, self.path) if part)
         return f"{where}: {self.message}" if where else self.message
 
 

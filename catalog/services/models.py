@@ -110,7 +110,18 @@ def _write(name: str, definition: dict, by: str) -> str:
     return text
 
 
-def add_model(*, definition: object, by: str) -> dict:
+def replace_model(*, name: str, definition: object, by: str) -> dict:
+    """Replace a runtime model that exists (add's rules); the body's name,
+    when given, must be the model's: a rename is an add and a remove."""
+    if isinstance(definition, dict):
+        if definition.get("name", name) != name:
+            raise CatalogError([Problem(name, "name", "the name in the body must be the model's; to rename, "
+                                                      "add the new model and remove this one")])
+        definition = {**definition, "name": name}
+    return add_model(definition=definition, by=by, must_exist=True)
+
+
+def add_model(*, definition: object, by: str, must_exist: bool = False) -> dict:
     """Add a runtime model, or replace the one of the same name."""
     if not isinstance(definition, dict):
         raise CatalogError([Problem("", "", "a model must be an object (a mapping of fields)")])
@@ -123,6 +134,8 @@ def add_model(*, definition: object, by: str) -> dict:
         if name in state.declared_names:
             raise _declared(name, "edit it")
         rows = dict(stored_rows())
+        if must_exist and name not in rows:
+            raise _not_runtime(state, name)
         try:
             built = _build_next(state, rows, replace={name: definition})
         except CatalogError as exc:
