@@ -112,3 +112,34 @@ class ApiToken(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} {self.prefix}…"
+
+
+class Gateway(models.Model):
+    """A gateway the console pushes catalogs to, and what it acknowledged.
+
+    Its token is a shared secret used both ways (sent on push, accepted on
+    pull), so it is kept encrypted rather than hashed; the hash beside it
+    finds the gateway from a pulled request without decrypting every row.
+    """
+
+    name = models.CharField(max_length=100, unique=True)
+    url = models.URLField(max_length=500)
+    token_encrypted = models.TextField()
+    token_hash = models.CharField(max_length=64, unique=True)
+    enabled = models.BooleanField(default=True)
+    acked_version = models.PositiveIntegerField(null=True, blank=True)
+    acked_digest = models.CharField(max_length=80, blank=True)
+    last_seen = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    # Consecutive failed deliveries: drives the backoff and the `failing` state.
+    failures = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    rejected_version = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name

@@ -13,6 +13,8 @@ def role_of(user) -> str | None:
         return None
     if user.is_superuser:
         return ADMIN
+    if not hasattr(user, "groups"):
+        return None  # a gateway's or peer's token: no role at all
     names = getattr(user, "_llmgw_groups", None)
     if names is None:
         names = set(user.groups.values_list("name", flat=True))

@@ -8,6 +8,7 @@ not rebuild ten thousand models.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from dataclasses import dataclass, field
@@ -253,3 +254,43 @@ def settings_version_item(version: SettingsVersion, *, with_document: bool = Fal
     if with_document:
         item["document"] = mask_secrets(version.document) if isinstance(version.document, dict) else version.document
     return item
+
+
+def catalog_document_bytes(version: CatalogVersion) -> bytes:
+    """The document gateways receive and GET /api/v1/catalog returns,
+    assembled around the stored models text so that the bytes the digest
+    covers are sent unchanged."""
+    head = {
+        "created_at": version.created_at.isoformat().replace("+00:00", "Z"),
+        "digest": version.digest,
+        "settings_version": version.settings_version,
+        "version": version.version,
+    }
+    meta = json.dumps(head, sort_keys=True, separators=(",", ":"))
+    return (meta[:-1] + ',"models":' + version.document + "}").encode("utf-8")
+
+
+GATEWAY_STATES = ("in_sync", "behind", "failing", "rejected", "never_seen")
+
+
+def gateway_state(gateway, latest: CatalogVersion | None) -> str:
+    newest = latest.version if latest else None
+    if newest is not None and gateway.rejected_version == newest:
+        return "rejected"
+    if gateway.acked_version is not None and (newest is None or gateway.acked_version >= newest):
+        return "in_sync"
+    if gateway.failures:
+        return "failing"
+    if gateway.acked_version is None and gateway.last_seen is None:
+        return "never_seen"
+    return "behind"
+
+
+def gateway_item(gateway, latest: CatalogVersion | None) -> dict:
+    """A gateway as the API shows it; the token never."""
+    return {
+        "name": gateway.name, "url": gateway.url, "enabled": gateway.enabled,
+        "state": gateway_state(gateway, latest), "acked_version": gateway.acked_version,
+        "acked_digest": gateway.acked_digest or None, "last_seen": gateway.last_seen,
+        "last_error": gateway.last_error or None,
+    }

@@ -53,6 +53,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "catalog.embedded.EmbeddedWorkerMiddleware",
 ]
 
 ROOT_URLCONF = "llmgw_console.urls"
@@ -135,6 +136,15 @@ LLMGW_PRE_ADD_CHECK = env_str("LLMGW_PRE_ADD_CHECK", "catalog.checks.check_weigh
 LLMGW_REQUIRE_SERVICES = env_bool("LLMGW_REQUIRE_SERVICES", False)
 # How often the periodic reconcile re-pushes whatever the broker lost.
 LLMGW_RECONCILE_SECONDS = env_int("LLMGW_RECONCILE_SECONDS", 30, minimum=1)
+# How long one push to a gateway may take before it counts as failed.
+LLMGW_PUSH_TIMEOUT_SECONDS = env_int("LLMGW_PUSH_TIMEOUT_SECONDS", 5, minimum=1)
+# The longest wait between two retries of a failing gateway.
+LLMGW_PUSH_BACKOFF_MAX_SECONDS = env_int("LLMGW_PUSH_BACKOFF_MAX_SECONDS", 60, minimum=1)
+# Key for secrets kept encrypted (gateway tokens); derived from SECRET_KEY when unset.
+LLMGW_ENCRYPTION_KEY = env_str("LLMGW_ENCRYPTION_KEY", "")
+# Without a broker: run deliveries in the calling thread (tests) instead of
+# the console's own background worker thread (make run).
+LLMGW_TASKS_INLINE = env_bool("LLMGW_TASKS_INLINE", False)
 
 # --- Celery -----------------------------------------------------------------
 
@@ -167,6 +177,11 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {
     "interval_max": 0.2,
 }
 CELERY_TIMEZONE = TIME_ZONE
+# Exactly one beat process runs this (README): the reconcile that makes
+# every gateway converge whatever the broker lost.
+CELERY_BEAT_SCHEDULE = {
+    "reconcile-gateways": {"task": "catalog.tasks.reconcile", "schedule": float(LLMGW_RECONCILE_SECONDS)},
+}
 
 # --- REST API ---------------------------------------------------------------
 

@@ -111,6 +111,24 @@ def _fresh_catalog_cache():
 
 
 @pytest.fixture(autouse=True)
+def _tasks_inline_unless_redis(request, settings):
+    """Tasks run inline in the test's thread, except in tests marked
+    ``redis``, which run a real worker: a test that queued a delivery to a
+    broker nobody consumes would leave work behind for the next test."""
+    if request.node.get_closest_marker("redis"):
+        yield
+        return
+    from llmgw_console.celery import app
+
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    settings.LLMGW_TASKS_INLINE = True
+    eager = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    yield
+    app.conf.task_always_eager = eager
+
+
+@pytest.fixture(autouse=True)
 def settings_file(tmp_path, settings):
     """The settings file imported on first use; rewrite it with
     ``settings_file.write({...})`` before the first request of a test."""

@@ -11,7 +11,7 @@ from datetime import timedelta
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
-from ..models import ApiToken, hash_token
+from ..models import ApiToken, Gateway, hash_token
 
 # Recording every use would turn each read into a write; a minute is enough
 # to tell an operator whether a token is still in use.
@@ -31,14 +31,41 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             key = header[1].decode("ascii")
         except UnicodeDecodeError:
             raise exceptions.AuthenticationFailed("the token is not valid") from None
-        token = (ApiToken.objects.select_related("user")
-                 .filter(key_hash=hash_token(key), revoked_at=None).first())
-        if token is None or not token.user.is_active:
-            raise exceptions.AuthenticationFailed("the token is not valid or was revoked")
+        fingerprint = hash_token(key)
+        token = ApiToken.objects.select_related("user").filter(key_hash=fingerprint, revoked_at=None).first()
         now = timezone.now()
-        if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
-            ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
-        return token.user, token
+        if token is not None and token.user.is_active:
+            if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+                ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+            return token.user, token
+        gateway = Gateway.objects.filter(token_hash=fingerprint, enabled=True).first()
+        if gateway is not None:
+            return GatewayIdentity(gateway), gateway
+        raise exceptions.AuthenticationFailed("the token is not valid or was revoked")
 
     def authenticate_header(self, request):
         return 'Bearer realm="llmgw"'
+
+
+class GatewayIdentity:
+    """Who a request is when it carries a gateway's token.
+
+    Not a user and holding no role: a gateway token reads the catalog and
+    nothing else, so a leaked one cannot change anything.
+    """
+
+    is_authenticated = True
+    is_active = True
+    is_superuser = False
+    is_staff = False
+    is_anonymous = False
+
+    def __init__(self, gateway: Gateway):
+        self.gateway = gateway
+        self.username = f"gateway:{gateway.name}"
+
+    def get_username(self) -> str:
+        return self.username
+
+    def __str__(self) -> str:
+        return self.username

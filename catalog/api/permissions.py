@@ -16,3 +16,14 @@ class HasRole(BasePermission):
         needed = getattr(view, "read_role", VIEWER) if request.method in SAFE_METHODS \
             else getattr(view, "write_role", OPERATOR)
         return has_role(request.user, needed)
+
+
+class HasRoleOrGatewayReads(HasRole):
+    """The catalog: readable by every role, and by gateways with their token."""
+
+    def has_permission(self, request, view) -> bool:
+        from .auth import GatewayIdentity
+
+        if isinstance(request.user, GatewayIdentity):
+            return request.method in SAFE_METHODS
+        return super().has_permission(request, view)

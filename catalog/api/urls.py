@@ -3,7 +3,7 @@ with regular expressions; ``/-/`` ends a name (no name has a '-' segment)."""
 
 from django.urls import path, re_path
 
-from . import settings_views, views
+from . import gateway_views, settings_views, views
 
 NAME = r"(?P<name>[A-Za-z0-9._:][A-Za-z0-9._:/-]*?)"
 
@@ -26,5 +26,8 @@ urlpatterns = [
     path("v1/settings/versions/<int:number>", settings_views.SettingsVersionDetailView.as_view(),
          name="api-settings-version"),
     path("v1/settings/rollback", settings_views.SettingsRollbackView.as_view(), name="api-settings-rollback"),
+    path("v1/gateways", gateway_views.GatewaysView.as_view(), name="api-gateways"),
+    path("v1/gateways/<str:name>", gateway_views.GatewayDetailView.as_view(), name="api-gateway"),
+    path("v1/gateways/<str:name>/push", gateway_views.GatewayPushView.as_view(), name="api-gateway-push"),
     re_path(r"^(?P<rest>.*)$", views.NotFoundView.as_view(), name="api-not-found"),
 ]

@@ -8,6 +8,7 @@ import json
 from django.conf import settings
 from django.db import connection
 from django.http import HttpResponse
+from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
@@ -17,7 +18,8 @@ from rest_framework.views import APIView
 
 from .. import builder, selectors
 from ..builder import CatalogError, Problem
-from ..models import AuditEvent, CatalogVersion
+from ..longpoll import wait_for_version_after
+from ..models import AuditEvent, CatalogVersion, Gateway
 from ..roles import OPERATOR, VIEWER
 from ..services import models as model_services
 from ..services.catalog import refresh_catalog
@@ -25,7 +27,8 @@ from ..services.errors import NotFound
 from . import serializers as s
 from .pagination import Pagination
 from .parsers import LimitedJSONParser
-from .permissions import HasRole
+from .auth import GatewayIdentity
+from .permissions import HasRole, HasRoleOrGatewayReads
 
 NAME_PARAMETER = OpenApiParameter(
     "name", OpenApiTypes.STR, OpenApiParameter.PATH,
@@ -212,38 +215,65 @@ def _matches(if_none_match: str, digest: str) -> bool:
     return digest in tags or "*" in tags
 
 
-def catalog_document_bytes(version: CatalogVersion) -> bytes:
-    """The document gateways receive, assembled around the stored models
-    text so the bytes the digest covers are sent unchanged."""
-    head = {
-        "created_at": version.created_at.isoformat().replace("+00:00", "Z"),
-        "digest": version.digest,
-        "settings_version": version.settings_version,
-        "version": version.version,
-    }
-    meta = json.dumps(head, sort_keys=True, separators=(",", ":"))
-    return (meta[:-1] + ',"models":' + version.document + "}").encode("utf-8")
-
-
 class CatalogView(ApiView):
+    """The catalog in force, for people and for gateways pulling it."""
+
+    permission_classes = [HasRoleOrGatewayReads]
+
     @extend_schema(
-        parameters=[OpenApiParameter("If-None-Match", OpenApiTypes.STR, OpenApiParameter.HEADER)],
+        parameters=[OpenApiParameter("If-None-Match", OpenApiTypes.STR, OpenApiParameter.HEADER),
+                    OpenApiParameter("after", OpenApiTypes.INT, description="wait for a version newer than this"),
+                    OpenApiParameter("wait", OpenApiTypes.INT, description="seconds to wait (at most 60)")],
         responses={200: s.CatalogDocumentSerializer, 304: OpenApiResponse(description="not modified"),
-                   **errors(*READ_ERRORS, 404)},
+                   **errors(*READ_ERRORS, 400, 404)},
     )
     def get(self, request):
+        after, wait = _long_poll(request)
+        if isinstance(request.user, GatewayIdentity):
+            _seen(request.user.gateway)
         version = selectors.latest_catalog_version()
         if version is None:
             refresh_catalog(reason="first catalog", by="system")
+            version = selectors.latest_catalog_version()
+        if after is not None and wait and version.version <= after:
+            wait_for_version_after(after, wait)
             version = selectors.latest_catalog_version()
         etag = _etag(version.digest)
         if _matches(request.headers.get("If-None-Match", ""), version.digest):
             response = HttpResponse(status=304)
         else:
-            response = HttpResponse(catalog_document_bytes(version), content_type="application/json")
+            response = HttpResponse(selectors.catalog_document_bytes(version), content_type="application/json")
         response["ETag"] = etag
         response["X-Llmgw-Catalog-Version"] = str(version.version)
         return response
+
+
+MAX_WAIT_SECONDS = 60
+
+
+def _long_poll(request) -> tuple[int | None, int]:
+    problems = []
+    values = {}
+    for key in ("after", "wait"):
+        raw = request.query_params.get(key)
+        if raw is None:
+            values[key] = None
+        elif raw.isdigit():
+            values[key] = int(raw)
+        else:
+            problems.append(Problem("", key, f"{key} must be a whole number"))
+    if values.get("wait") is not None and values["wait"] > MAX_WAIT_SECONDS:
+        problems.append(Problem("", "wait", f"wait is at most {MAX_WAIT_SECONDS} seconds"))
+    if problems:
+        raise CatalogError(problems)
+    return values["after"], values["wait"] or 0
+
+
+def _seen(gateway) -> None:
+    """A pull is a sign of life; recorded at most every few seconds."""
+    now = timezone.now()
+    if gateway.last_seen is None or (now - gateway.last_seen).total_seconds() > 5:
+        Gateway.objects.filter(pk=gateway.pk).update(last_seen=now)
 
 
 def _version_row(v: CatalogVersion) -> dict:

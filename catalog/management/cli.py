@@ -8,6 +8,7 @@ scripts test the exit status and people read the line.
 
 from __future__ import annotations
 
+import argparse
 import getpass
 import json
 import sys
@@ -82,6 +83,26 @@ class LlmgwCommand(BaseCommand):
             sys.exit(exc.returncode)
 
     # -- options ------------------------------------------------------------
+
+    @staticmethod
+    def subcommands(parser):
+        """Subparsers that also accept Django's usual options after the
+        action (``models list --traceback``), where people type them."""
+        sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+        add_parser = sub.add_parser
+
+        def add(name, **kwargs):
+            p = add_parser(name, **kwargs)
+            # SUPPRESS: an option not repeated here keeps the value given before the action.
+            p.add_argument("-v", "--verbosity", type=int, choices=[0, 1, 2, 3], default=argparse.SUPPRESS,
+                           help=argparse.SUPPRESS)
+            p.add_argument("--traceback", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+            p.add_argument("--skip-checks", action="store_true", default=argparse.SUPPRESS,
+                           help=argparse.SUPPRESS)
+            return p
+
+        sub.add_parser = add
+        return sub
 
     @staticmethod
     def add_actor_argument(parser) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.db import transaction
+
 from ..builder import Catalog
 from ..models import CatalogVersion
 from .locking import catalog_change
@@ -17,6 +19,9 @@ def record_version(catalog: Catalog, *, reason: str, by: str, settings_version: 
     document = catalog.document()
     if latest is not None and latest.digest == document.digest:
         return None
+    # After commit only: a gateway must never be sent a version that a
+    # rollback then takes back.
+    transaction.on_commit(_publish)
     return CatalogVersion.objects.create(
         version=(latest.version + 1) if latest else 1,
         digest=document.digest,
@@ -35,3 +40,12 @@ def refresh_catalog(*, reason: str, by: str) -> CatalogVersion | None:
     with catalog_change():
         state = build_in_force(settings_in_force(), stored_rows())
         return record_version(state.catalog, reason=reason, by=by, settings_version=state.settings.version)
+
+
+def _publish() -> None:
+    from ..longpoll import announce
+    from .gateways import publish_latest
+
+    latest = CatalogVersion.objects.order_by("-version").values_list("version", flat=True).first()
+    announce(latest or 0)
+    publish_latest()

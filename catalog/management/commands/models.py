@@ -21,7 +21,7 @@ class Command(LlmgwCommand):
     help = "List, show, add, remove and change the catalog's models."
 
     def add_arguments(self, parser):
-        sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+        sub = self.subcommands(parser)
         reads, writes = [], []
 
         p = sub.add_parser("list", help="every model in force, filtered")

@@ -19,7 +19,7 @@ class Command(LlmgwCommand):
     help = "Create, list and revoke API tokens."
 
     def add_arguments(self, parser):
-        sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+        sub = self.subcommands(parser)
 
         p = sub.add_parser("create", help="a new token for a user, printed alone on stdout")
         p.add_argument("username", metavar="NAME")

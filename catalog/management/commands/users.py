@@ -15,7 +15,7 @@ class Command(LlmgwCommand):
     help = "Add console users, or give an existing user a new role."
 
     def add_arguments(self, parser):
-        sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+        sub = self.subcommands(parser)
         p = sub.add_parser("add", help="add a user with one role (an existing user gets the new role)")
         p.add_argument("username", metavar="NAME")
         p.add_argument("--role", choices=ROLES, required=True)
