@@ -44,18 +44,21 @@ def ensure_started() -> None:
 def _run() -> None:
     from . import tasks
 
-    next_reconcile = time.monotonic()
+    next_reconcile = next_fetch = time.monotonic()
     while True:
         with _lock:
             now = time.monotonic()
             if now >= next_reconcile:
                 job = (tasks.reconcile, ())
                 next_reconcile = now + settings.LLMGW_RECONCILE_SECONDS
+            elif now >= next_fetch:
+                job = (tasks.fetch_peer_offers, ())
+                next_fetch = now + settings.LLMGW_FEDERATION_SECONDS
             elif _queue and _queue[0][0] <= now:
                 _, _, task, args = heapq.heappop(_queue)
                 job = (task, args)
             else:
-                wake = min(next_reconcile, _queue[0][0]) if _queue else next_reconcile
+                wake = min(next_reconcile, next_fetch, *([_queue[0][0]] if _queue else []))
                 _lock.wait(timeout=max(wake - now, 0.05))
                 continue
         task, args = job

@@ -143,3 +143,23 @@ class Gateway(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class PeerOffer(models.Model):
+    """The last offer fetched from a peer cluster, kept when the peer is
+    unreachable so its models stay usable through a short outage."""
+
+    peer = models.CharField(max_length=63, unique=True)
+    offered = models.JSONField(default=list)  # the models as the peer offered them
+    digest = models.CharField(max_length=80, blank=True)
+    etag = models.CharField(max_length=200, blank=True)
+    fetched_at = models.DateTimeField(null=True, blank=True)  # last successful fetch
+    checked_at = models.DateTimeField(null=True, blank=True)  # last attempt
+    last_error = models.TextField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["peer"]
+
+    def __str__(self) -> str:
+        return f"offer of {self.peer}"

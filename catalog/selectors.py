@@ -17,7 +17,7 @@ from django.db.models import Count, Max
 
 from . import builder
 from .builder.settings import cluster_problems, declared_of, defaults_of, engines_of
-from .models import CatalogVersion, SettingsVersion, StoredModel
+from .models import CatalogVersion, PeerOffer, SettingsVersion, StoredModel
 
 log = logging.getLogger("llmgw.catalog")
 
@@ -126,19 +126,45 @@ def settings_problem(document: object) -> str | None:
     if problems:
         return builder.CatalogError(problems).summary()
     try:
-        builder.load(declared_of(document), federated_models(), (),
+        builder.load(declared_of(document), federated_models(document), (),
                      engines=engines_of(document), defaults=defaults_of(document))
     except builder.CatalogError as exc:
         return exc.summary()
     return None
 
 
-def federated_models() -> list[dict]:
-    """The models peer clusters offer, as this cluster names them.
+def federated_models(document: dict) -> list[dict]:
+    """The models the peers of these settings offer, as this cluster names
+    them: ``PEER/MODEL``, aliases likewise, keeping only what a request
+    needs to be routed to the peer. A peer no longer in the settings is
+    not offered, whatever was fetched from it."""
+    peers = [p.get("name") for p in peers_of(document)]
+    out = []
+    for offer in PeerOffer.objects.filter(peer__in=peers).order_by("peer"):
+        for item in offer.offered if isinstance(offer.offered, list) else ():
+            out.append(_federated(offer.peer, item))
+    return out
 
-    Nothing until federation with peers is configured and fetched.
-    """
-    return []
+
+def _federated(peer: str, item: object) -> dict:
+    if not isinstance(item, dict):
+        return {"name": None, "peer": peer}  # the builder says what is wrong with it
+    def named(value):
+        return f"{peer}/{value}" if isinstance(value, str) else value
+    aliases = item.get("aliases")
+    return {
+        "name": named(item.get("name")),
+        "aliases": [named(a) for a in aliases] if isinstance(aliases, list) else aliases,
+        "description": item.get("description", ""),
+        "engine": item.get("engine", ""),
+        "peer": peer,
+    }
+
+
+def peers_of(document: dict) -> list[dict]:
+    federation = document.get("federation") if isinstance(document, dict) else None
+    peers = federation.get("peers") if isinstance(federation, dict) else None
+    return [p for p in peers if isinstance(p, dict)] if isinstance(peers, list) else []
 
 
 def stored_rows() -> list[tuple[str, str]]:
@@ -151,7 +177,8 @@ def _stored_fingerprint() -> tuple:
 
 
 def _in_force_key() -> tuple:
-    return _newest_settings_imported(), _stored_fingerprint()
+    offers = PeerOffer.objects.aggregate(n=Count("id"), last=Max("updated_at"))
+    return _newest_settings_imported(), _stored_fingerprint(), (offers["n"], offers["last"])
 
 
 def in_force() -> InForce:
@@ -176,7 +203,7 @@ def remember_in_force(state: InForce) -> None:
 
 
 def build_in_force(settings: ClusterSettings, rows) -> InForce:
-    federated = federated_models()
+    federated = federated_models(settings.document)
     catalog = builder.load(settings.declared, federated, rows, engines=settings.engines, defaults=settings.defaults)
     declared_names = frozenset(m["name"] for m in settings.declared if isinstance(m, dict))
     return InForce(catalog, settings, declared_names, federated)
@@ -294,3 +321,35 @@ def gateway_item(gateway, latest: CatalogVersion | None) -> dict:
         "acked_digest": gateway.acked_digest or None, "last_seen": gateway.last_seen,
         "last_error": gateway.last_error or None,
     }
+
+
+def offer(state: InForce) -> dict:
+    """What this cluster offers its peers: its own models only (never a
+    peer's: re-offering would let requests bounce between clusters), as
+    ``federation.offer`` says — all, none, or the named ones."""
+    federation = state.settings.document.get("federation") or {}
+    mode = federation.get("offer", "all") if isinstance(federation, dict) else "all"
+    local = [m for m in state.catalog.models() if "peer" not in m]
+    if mode == "none":
+        local = []
+    elif isinstance(mode, list):
+        wanted = set(mode)
+        local = [m for m in local if m["name"] in wanted]
+    models = [{"name": m["name"], "aliases": m["aliases"], "description": m["description"],
+               "engine": m["engine"]} for m in local]
+    digest = builder.digest_of(builder.canonical_json(models))
+    return {"cluster": state.settings.document.get("cluster_name", ""), "digest": digest, "models": models}
+
+
+def peer_item(peer: dict, offer_row, *, stale_after_seconds: float) -> dict:
+    """A peer as the console shows it; its token never."""
+    from django.utils import timezone
+
+    fetched = offer_row.fetched_at if offer_row else None
+    stale = fetched is None or bool(offer_row.last_error) or \
+        (timezone.now() - fetched).total_seconds() > stale_after_seconds
+    return {"name": peer.get("name"), "url": peer.get("url"), "fetched_at": fetched,
+            "checked_at": offer_row.checked_at if offer_row else None, "stale": stale,
+            "last_error": (offer_row.last_error or None) if offer_row else None,
+            "models": [m.get("name") for m in offer_row.offered if isinstance(m, dict)]
+            if offer_row and isinstance(offer_row.offered, list) else []}

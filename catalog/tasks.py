@@ -56,3 +56,11 @@ def enqueue(task, *args, countdown: float | None = None) -> None:
         task.apply_async(args=args, countdown=countdown)
     except Exception as exc:  # any broker failure means the same thing here
         log.warning("could not queue %s%s (the reconcile will catch up): %s", task.name, args, exc)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def fetch_peer_offers() -> int:
+    """Fetch what every peer cluster offers (Celery beat)."""
+    from .services.federation import fetch_all_peers
+
+    return fetch_all_peers()

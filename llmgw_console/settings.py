@@ -140,6 +140,8 @@ LLMGW_RECONCILE_SECONDS = env_int("LLMGW_RECONCILE_SECONDS", 30, minimum=1)
 LLMGW_PUSH_TIMEOUT_SECONDS = env_int("LLMGW_PUSH_TIMEOUT_SECONDS", 5, minimum=1)
 # The longest wait between two retries of a failing gateway.
 LLMGW_PUSH_BACKOFF_MAX_SECONDS = env_int("LLMGW_PUSH_BACKOFF_MAX_SECONDS", 60, minimum=1)
+# How often peer clusters' offers are fetched (federation).
+LLMGW_FEDERATION_SECONDS = env_int("LLMGW_FEDERATION_SECONDS", 30, minimum=1)
 # Key for secrets kept encrypted (gateway tokens); derived from SECRET_KEY when unset.
 LLMGW_ENCRYPTION_KEY = env_str("LLMGW_ENCRYPTION_KEY", "")
 # Without a broker: run deliveries in the calling thread (tests) instead of
@@ -181,6 +183,7 @@ CELERY_TIMEZONE = TIME_ZONE
 # every gateway converge whatever the broker lost.
 CELERY_BEAT_SCHEDULE = {
     "reconcile-gateways": {"task": "catalog.tasks.reconcile", "schedule": float(LLMGW_RECONCILE_SECONDS)},
+    "fetch-peer-offers": {"task": "catalog.tasks.fetch_peer_offers", "schedule": float(LLMGW_FEDERATION_SECONDS)},
 }
 
 # --- REST API ---------------------------------------------------------------

@@ -41,17 +41,20 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         gateway = Gateway.objects.filter(token_hash=fingerprint, enabled=True).first()
         if gateway is not None:
             return GatewayIdentity(gateway), gateway
+        peer = _peer_with_token(key)
+        if peer is not None:
+            return PeerIdentity(peer), None
         raise exceptions.AuthenticationFailed("the token is not valid or was revoked")
 
     def authenticate_header(self, request):
         return 'Bearer realm="llmgw"'
 
 
-class GatewayIdentity:
-    """Who a request is when it carries a gateway's token.
+class ServiceIdentity:
+    """Who a request is when it carries a gateway's or a peer's token.
 
-    Not a user and holding no role: a gateway token reads the catalog and
-    nothing else, so a leaked one cannot change anything.
+    Not a user and holding no role: such a token reads the one document it
+    exists for and nothing else, so a leaked one cannot change anything.
     """
 
     is_authenticated = True
@@ -59,13 +62,38 @@ class GatewayIdentity:
     is_superuser = False
     is_staff = False
     is_anonymous = False
-
-    def __init__(self, gateway: Gateway):
-        self.gateway = gateway
-        self.username = f"gateway:{gateway.name}"
+    username = ""
 
     def get_username(self) -> str:
         return self.username
 
     def __str__(self) -> str:
         return self.username
+
+
+class GatewayIdentity(ServiceIdentity):
+    """A gateway: it may read the catalog."""
+
+    def __init__(self, gateway: Gateway):
+        self.gateway = gateway
+        self.username = f"gateway:{gateway.name}"
+
+
+class PeerIdentity(ServiceIdentity):
+    """A peer cluster: it may read this cluster's offer."""
+
+    def __init__(self, name: str):
+        self.peer = name
+        self.username = f"peer:{name}"
+
+
+def _peer_with_token(key: str) -> str | None:
+    """The peer (of the settings in force) whose shared token this is."""
+    from ..secrets import equal
+    from ..selectors import peers_of, settings_in_force
+
+    for peer in peers_of(settings_in_force().document):
+        token = peer.get("token")
+        if isinstance(token, str) and token and equal(token, key):
+            return peer.get("name")
+    return None

@@ -17,7 +17,7 @@ from ..roles import ADMIN, OPERATOR
 from ..services import gateways as gateway_services
 from ..services.errors import NotFound
 from .pagination import Pagination
-from .views import PAGE_PARAMETERS, READ_ERRORS, WRITE_ERRORS, ApiView, errors
+from .views import paged, PAGE_PARAMETERS, READ_ERRORS, WRITE_ERRORS, ApiView, errors
 
 
 class GatewaySerializer(serializers.Serializer):
@@ -64,8 +64,8 @@ def _gateway_or_404(name: str) -> Gateway:
 class GatewaysView(ApiView):
     write_role = ADMIN
 
-    @extend_schema(parameters=PAGE_PARAMETERS,
-                   responses={200: GatewaySerializer(many=True), **errors(*READ_ERRORS, 404)})
+    @extend_schema(operation_id="gateways_list", parameters=PAGE_PARAMETERS,
+                   responses={200: paged(GatewaySerializer), **errors(*READ_ERRORS, 404)})
     def get(self, request):
         latest = selectors.latest_catalog_version()
         paginator = Pagination()

@@ -27,3 +27,14 @@ class HasRoleOrGatewayReads(HasRole):
         if isinstance(request.user, GatewayIdentity):
             return request.method in SAFE_METHODS
         return super().has_permission(request, view)
+
+
+class HasRoleOrPeerReads(HasRole):
+    """The federation offer: readable by peers with their token, and by people."""
+
+    def has_permission(self, request, view) -> bool:
+        from .auth import PeerIdentity
+
+        if isinstance(request.user, PeerIdentity):
+            return request.method in SAFE_METHODS
+        return super().has_permission(request, view)

@@ -20,7 +20,7 @@ from ..roles import ADMIN
 from ..services import settings as settings_services
 from ..services.errors import NotFound
 from . import serializers as s
-from .views import PAGE_PARAMETERS, READ_ERRORS, WRITE_ERRORS, ApiView, errors
+from .views import paged, PAGE_PARAMETERS, READ_ERRORS, WRITE_ERRORS, ApiView, errors
 from .pagination import Pagination
 
 IF_MATCH = OpenApiParameter("If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER,
@@ -192,8 +192,8 @@ class SettingsKeyView(SettingsApiView):
 
 
 class SettingsVersionsView(SettingsApiView):
-    @extend_schema(parameters=PAGE_PARAMETERS,
-                   responses={200: SettingsVersionSerializer(many=True), **errors(*READ_ERRORS, 404)})
+    @extend_schema(operation_id="settings_versions_list", parameters=PAGE_PARAMETERS,
+                   responses={200: paged(SettingsVersionSerializer), **errors(*READ_ERRORS, 404)})
     def get(self, request):
         paginator = Pagination()
         page = paginator.paginate_queryset(SettingsVersion.objects.defer("document").order_by("-number"),

@@ -3,7 +3,7 @@ with regular expressions; ``/-/`` ends a name (no name has a '-' segment)."""
 
 from django.urls import path, re_path
 
-from . import gateway_views, settings_views, views
+from . import federation_views, gateway_views, settings_views, views
 
 NAME = r"(?P<name>[A-Za-z0-9._:][A-Za-z0-9._:/-]*?)"
 
@@ -29,5 +29,8 @@ urlpatterns = [
     path("v1/gateways", gateway_views.GatewaysView.as_view(), name="api-gateways"),
     path("v1/gateways/<str:name>", gateway_views.GatewayDetailView.as_view(), name="api-gateway"),
     path("v1/gateways/<str:name>/push", gateway_views.GatewayPushView.as_view(), name="api-gateway-push"),
+    path("v1/federation/offer", federation_views.OfferView.as_view(), name="api-federation-offer"),
+    path("v1/federation/peers", federation_views.PeersView.as_view(), name="api-federation-peers"),
+    path("v1/federation/peers/fetch", federation_views.PeersFetchView.as_view(), name="api-federation-fetch"),
     re_path(r"^(?P<rest>.*)$", views.NotFoundView.as_view(), name="api-not-found"),
 ]

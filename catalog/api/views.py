@@ -4,13 +4,15 @@ serialise the answer. No catalog rule lives here."""
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 
 from django.conf import settings
 from django.db import connection
 from django.http import HttpResponse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers
 from rest_framework import status
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
@@ -35,6 +37,16 @@ NAME_PARAMETER = OpenApiParameter(
     description="a model's name (may contain '/' and ':'), or for GET an alias",
     pattern=r"^[A-Za-z0-9._:][A-Za-z0-9._:/]*$",
 )
+
+
+@lru_cache(maxsize=None)
+def paged(serializer_class) -> serializers.Serializer:
+    """The paginated list of SPEC §8: ``{count, next, previous, results}``."""
+    return inline_serializer(
+        name=f"Paginated{serializer_class.__name__.removesuffix('Serializer')}List",
+        fields={"count": serializers.IntegerField(), "next": serializers.CharField(allow_null=True),
+                "previous": serializers.CharField(allow_null=True), "results": serializer_class(many=True)},
+    )
 
 
 def errors(*codes: int) -> dict:
@@ -117,7 +129,7 @@ def _model_filters(request) -> dict:
 
 
 class ModelsView(ApiView):
-    @extend_schema(
+    @extend_schema(operation_id="models_list", 
         parameters=[
             OpenApiParameter("kind", OpenApiTypes.STR, enum=list(selectors.KINDS)),
             OpenApiParameter("class", OpenApiTypes.STR, enum=list(builder.CLASSES),
@@ -127,7 +139,7 @@ class ModelsView(ApiView):
             OpenApiParameter("q", OpenApiTypes.STR, description="search names, aliases and descriptions"),
             *PAGE_PARAMETERS,
         ],
-        responses={200: s.ModelSerializer(many=True), **errors(*READ_ERRORS, 404)},
+        responses={200: paged(s.ModelSerializer), **errors(*READ_ERRORS, 404)},
     )
     def get(self, request):
         state = selectors.in_force()
@@ -192,7 +204,7 @@ class ModelResourcesView(ApiView):
 
 class SkippedView(ApiView):
     @extend_schema(parameters=PAGE_PARAMETERS,
-                   responses={200: s.SkippedSerializer(many=True), **errors(*READ_ERRORS, 404)})
+                   responses={200: paged(s.SkippedSerializer), **errors(*READ_ERRORS, 404)})
     def get(self, request):
         skipped = [sk._asdict() for sk in selectors.in_force().catalog.skipped]
         return self.paginated(skipped)
@@ -200,7 +212,7 @@ class SkippedView(ApiView):
 
 class SourcesView(ApiView):
     @extend_schema(parameters=PAGE_PARAMETERS,
-                   responses={200: s.SourceSerializer(many=True), **errors(*READ_ERRORS, 404)})
+                   responses={200: paged(s.SourceSerializer), **errors(*READ_ERRORS, 404)})
     def get(self, request):
         sources = selectors.in_force().catalog.sources()
         return self.paginated([{"source": src, "models": names} for src, names in sources.items()])
@@ -282,8 +294,8 @@ def _version_row(v: CatalogVersion) -> dict:
 
 
 class CatalogVersionsView(ApiView):
-    @extend_schema(parameters=PAGE_PARAMETERS,
-                   responses={200: s.CatalogVersionSerializer(many=True), **errors(*READ_ERRORS, 404)})
+    @extend_schema(operation_id="catalog_versions_list", parameters=PAGE_PARAMETERS,
+                   responses={200: paged(s.CatalogVersionSerializer), **errors(*READ_ERRORS, 404)})
     def get(self, request):
         versions = CatalogVersion.objects.defer("document").order_by("-version")
         paginator = Pagination()
@@ -322,7 +334,7 @@ class AuditView(ApiView):
     @extend_schema(parameters=[
         OpenApiParameter("actor", OpenApiTypes.STR), OpenApiParameter("object", OpenApiTypes.STR),
         OpenApiParameter("since", OpenApiTypes.DATETIME), *PAGE_PARAMETERS],
-        responses={200: s.AuditEventSerializer(many=True), **errors(*READ_ERRORS, 400, 404)})
+        responses={200: paged(s.AuditEventSerializer), **errors(*READ_ERRORS, 400, 404)})
     def get(self, request):
         query = s.AuditQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
