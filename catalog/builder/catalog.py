@@ -120,6 +120,7 @@ class _Analysis(NamedTuple):
     dropped: set[int]  # federated models not offered: a local name took theirs
     index: dict[str, int]  # name or alias -> input position
     referrers: dict[int, list[tuple[int, str]]]  # target -> (referrer, "fallback"|"canary")
+    collisions: dict[int, list[tuple[Problem, int]]]  # model -> (its clash, the model holding that name)
 
 
 def _context(engines: frozenset, defaults: dict) -> tuple:
@@ -153,16 +154,36 @@ def _analyse(raw_models: Sequence[object], engines: Iterable[str], defaults: dic
         if text is not None and model is not None and not check.problems:
             memo.put(context, text, model, check.warnings)
 
-    index, notices, dropped = _namespace(models, problems)
+    collisions: dict[int, list[tuple[Problem, int]]] = {}
+    index, notices, dropped = _namespace(models, problems, collisions)
     referrers = _references(models, index, dropped, problems)
     _cycles(models, index, dropped, problems)
-    return _Analysis(models, problems, warnings, notices, dropped, index, referrers)
+    _encodable(models, problems, context)
+    return _Analysis(models, problems, warnings, notices, dropped, index, referrers, collisions)
+
+
+def _encodable(models: list[dict | None], problems: list, context: tuple) -> None:
+    """Every model must have a canonical form: a string that is not valid
+    Unicode (a lone surrogate from a JSON escape) could be stored but never
+    sent to a gateway. Encoding now also fills the memo the document reads."""
+    for i, m in enumerate(models):
+        if m is None:
+            continue
+        try:
+            memo.canonical(m, canonical_json)
+        except UnicodeEncodeError:
+            for key, value in m.items():
+                try:
+                    canonical_json(value)
+                except UnicodeEncodeError:
+                    problems.append((i, Problem(m["name"] or f"#{i}", key, f"{key} holds characters that are not "
+                                                                           "valid Unicode (a lone surrogate)")))
 
 
 def _decode(text: str) -> object:
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text  # normalize() says it is not an object
 
 
@@ -170,7 +191,8 @@ def _names_of(model: dict) -> list[str]:
     return [n for n in (model["name"], *model["aliases"]) if n]
 
 
-def _namespace(models: list[dict | None], problems: list) -> tuple[dict[str, int], list[str], set[int]]:
+def _namespace(models: list[dict | None], problems: list,
+               collisions: dict[int, list[tuple[Problem, int]]]) -> tuple[dict[str, int], list[str], set[int]]:
     """One namespace for names and aliases; the earlier local model keeps a name.
 
     Local models (declared, then runtime, in the order given) claim names
@@ -189,7 +211,9 @@ def _namespace(models: list[dict | None], problems: list) -> tuple[dict[str, int
                 other = models[index[n]]["name"]
                 path = "name" if n == m["name"] else f"aliases.{m['aliases'].index(n)}"
                 what = "name" if j == 0 else "alias"
-                problems.append((i, Problem(m["name"], path, f"{what} {n!r} is already used by model {other!r}")))
+                clash = Problem(m["name"], path, f"{what} {n!r} is already used by model {other!r}")
+                problems.append((i, clash))
+                collisions.setdefault(i, []).append((clash, index[n]))
             else:
                 index[n] = i
     for i, m in enumerate(models):
@@ -362,18 +386,20 @@ def load(declared: Sequence[object], federated: Sequence[object], stored: Sequen
     reference graph backwards; a second build confirms. Never one build per
     row, and the order of the rows does not matter.
     """
+    engines = frozenset(engines)
     skipped: list[Skipped] = []
     declared_names = {m["name"] for m in declared if isinstance(m, dict) and isinstance(m.get("name"), str)}
-    context = _context(frozenset(engines), defaults or {})
+    context = _context(engines, defaults or {})
     runtime: list[object] = []
-    for name, text in sorted(stored, key=lambda row: row[0]):
+    runtime_names: list[str] = []
+    for name, text in sorted(stored, key=lambda row: str(row[0])):
         hit = memo.get(context, text) if isinstance(text, str) else None
         if hit is not None:
             model = hit[0]  # decoded and checked before; its name and shape are known
         else:
             try:
                 model = json.loads(text) if isinstance(text, (str, bytes)) else text
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:
                 skipped.append(Skipped(name, "runtime", f"the stored definition is not JSON: {exc}"))
                 continue
         if not isinstance(model, dict):
@@ -387,9 +413,11 @@ def load(declared: Sequence[object], federated: Sequence[object], stored: Sequen
             skipped.append(Skipped(name, "runtime", f"{name!r} is declared in the cluster settings, which win"))
         else:
             runtime.append(text if isinstance(text, str) else model)
+            runtime_names.append(name)
 
     candidates: list[object] = [*declared, *federated, *runtime]
     kinds = ["declared"] * len(declared) + ["federated"] * len(federated) + ["runtime"] * len(runtime)
+    labels = [_label(m, i) for i, m in enumerate([*declared, *federated])] + runtime_names
     fixed = len(declared)
     # Each round drops at least one model, so this ends; in practice the
     # second build is clean.
@@ -397,25 +425,46 @@ def load(declared: Sequence[object], federated: Sequence[object], stored: Sequen
         analysis = _analyse(candidates, engines, defaults)
         if not analysis.problems:
             return _catalog(analysis, range(len(candidates)), skipped)
-        reasons: dict[int, list[str]] = {}
-        for i, problem in analysis.problems:
-            if i >= fixed:
-                reasons.setdefault(i, []).append(f"{problem.path}: {problem.message}" if problem.path else problem.message)
+        reasons = _skip_reasons(analysis, fixed, labels)
         if not reasons:
             raise CatalogError([p for _, p in analysis.problems])
-        queue = list(reasons)
-        while queue:
-            target = queue.pop()
-            target_name = _label(analysis.models[target], target)
-            for referrer, how in analysis.referrers.get(target, ()):
-                if referrer >= fixed and referrer not in reasons:
-                    reasons[referrer] = [f"{'falls back to' if how == 'fallback' else 'sends canary traffic to'} "
-                                         f"{target_name!r}, which was skipped"]
-                    queue.append(referrer)
         for i in sorted(reasons):
-            skipped.append(Skipped(_label(analysis.models[i], i), kinds[i], "; ".join(reasons[i])))
+            skipped.append(Skipped(labels[i], kinds[i], "; ".join(reasons[i])))
         candidates = [c for i, c in enumerate(candidates) if i not in reasons]
         kinds = [k for i, k in enumerate(kinds) if i not in reasons]
+        labels = [n for i, n in enumerate(labels) if i not in reasons]
+
+
+def _skip_reasons(analysis: _Analysis, fixed: int, labels: list[str]) -> dict[int, list[str]]:
+    """Which models one round of loading leaves out, and why.
+
+    A model whose only problem is a name another invalid model also claims
+    is kept for the next round: without the invalid one it may be fine, and
+    whether it loads must not depend on whose name sorts first.
+    """
+    own: dict[int, list[str]] = {}
+    clashes: dict[int, list[str]] = {}
+    for i, problem in analysis.problems:
+        if i < fixed:
+            continue
+        text = f"{problem.path}: {problem.message}" if problem.path else problem.message
+        is_clash = any(problem is clash for clash, _ in analysis.collisions.get(i, ()))
+        (clashes if is_clash else own).setdefault(i, []).append(text)
+    reasons = dict(own)
+    for i, texts in clashes.items():
+        if i in own:
+            reasons[i].extend(texts)
+        elif not all(holder in own for _, holder in analysis.collisions[i]):
+            reasons[i] = texts
+    queue = list(reasons)
+    while queue:
+        target = queue.pop()
+        for referrer, how in analysis.referrers.get(target, ()):
+            if referrer >= fixed and referrer not in reasons:
+                verb = "falls back to" if how == "fallback" else "sends canary traffic to"
+                reasons[referrer] = [f"{verb} {labels[target]!r}, which was skipped"]
+                queue.append(referrer)
+    return reasons
 
 
 def _label(model: dict | None, position: int) -> str:
