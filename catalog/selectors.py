@@ -13,7 +13,7 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
-from django.db.models import Count, Max
+from django.db import connection
 
 from . import builder
 from .builder.settings import cluster_problems, declared_of, defaults_of, engines_of
@@ -171,14 +171,34 @@ def stored_rows() -> list[tuple[str, str]]:
     return list(StoredModel.objects.values_list("name", "definition"))
 
 
+_FINGERPRINT_SQL = None
+
+
 def _stored_fingerprint() -> tuple:
-    agg = StoredModel.objects.aggregate(n=Count("id"), last=Max("updated_at"), top=Max("id"))
-    return agg["n"], agg["last"], agg["top"]
+    """What changes whenever the rows the catalog is built from change.
+
+    Counts and highest ids are assigned by the database; the newest audit
+    id moves with every service write even when a row keeps its count and
+    a writer's clock is behind (updated_at alone would miss that). One
+    query of scalar subqueries, since every read pays for it.
+    """
+    global _FINGERPRINT_SQL
+    if _FINGERPRINT_SQL is None:
+        from .models import AuditEvent
+
+        stored, audit, offers = StoredModel._meta.db_table, AuditEvent._meta.db_table, PeerOffer._meta.db_table
+        _FINGERPRINT_SQL = (
+            f"SELECT (SELECT COUNT(*) FROM {stored}), (SELECT MAX(id) FROM {stored}), "
+            f"(SELECT MAX(updated_at) FROM {stored}), (SELECT MAX(id) FROM {audit}), "
+            f"(SELECT COUNT(*) FROM {offers}), (SELECT MAX(updated_at) FROM {offers})"
+        )
+    with connection.cursor() as cursor:
+        cursor.execute(_FINGERPRINT_SQL)
+        return tuple(cursor.fetchone())
 
 
 def _in_force_key() -> tuple:
-    offers = PeerOffer.objects.aggregate(n=Count("id"), last=Max("updated_at"))
-    return _newest_settings_imported(), _stored_fingerprint(), (offers["n"], offers["last"])
+    return _newest_settings_imported(), _stored_fingerprint()
 
 
 def in_force() -> InForce:

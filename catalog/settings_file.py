@@ -1,8 +1,7 @@
 """The machine's settings file (LLMGW_SETTINGS_FILE), read when it changes.
 
-Read again whenever its size or modification time changes, so an operator
-who edits it sees the console's warning without a restart, and parsed once
-per change, not once per request.
+Read again on every use, so an operator who edits it sees the console's
+warning without a restart, and parsed once per change of its content.
 """
 
 from __future__ import annotations
@@ -24,31 +23,36 @@ class SettingsFileError(ImproperlyConfigured):
 
 
 _lock = threading.Lock()
-_seen: dict[str, tuple[tuple, str, dict]] = {}  # path -> (stat key, content hash, data)
+_seen: dict[str, tuple[str, dict]] = {}  # path -> (content hash, data)
 
 
 def read(path: str | None = None) -> dict:
-    """The file as a mapping; an absent file is empty."""
+    """The file as a mapping; an absent file is empty.
+
+    Read on every call (it is small) and parsed again only when its
+    content hash changed: a size or a timestamp can stay the same across
+    an edit.
+    """
     path = Path(path or django_settings.LLMGW_SETTINGS_FILE)
     try:
-        stat = path.stat()
+        raw = path.read_bytes()
     except FileNotFoundError:
         return {}
-    key = (stat.st_mtime_ns, stat.st_size)
+    except OSError as exc:
+        raise SettingsFileError(f"the settings file {path} cannot be read: {exc}") from None
+    digest = hashlib.sha256(raw).hexdigest()
     with _lock:
         hit = _seen.get(str(path))
-    if hit is not None and hit[0] == key:
-        return hit[2]
+    if hit is not None and hit[0] == digest:
+        return hit[1]
     try:
-        raw = path.read_bytes()
         data = yaml.safe_load(raw.decode("utf-8")) or {}
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
         raise SettingsFileError(f"the settings file {path} cannot be read: {exc}") from None
     if not isinstance(data, dict):
         raise SettingsFileError(f"the settings file {path} must be a mapping of keys")
-    digest = hashlib.sha256(raw).hexdigest()
-    if hit is not None and hit[1] != digest:
+    if hit is not None:
         log.info("the settings file %s changed (sha256 %s)", path, digest[:12])
     with _lock:
-        _seen[str(path)] = (key, digest, data)
+        _seen[str(path)] = (digest, data)
     return data

@@ -101,6 +101,12 @@ TEST_SETTINGS = {
 
 
 @pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """PBKDF2 at its production cost makes every persona take half a second."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
 def _fresh_catalog_cache():
     """Each test starts with no catalog cached from another test's rows."""
     from catalog import selectors

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404
 from rest_framework import exceptions, status
@@ -87,6 +89,9 @@ def exception_handler(exc, context):
         log.warning("database unavailable: %s", exc)
         return Response(error_body("the database is unavailable; try again shortly"),
                         status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "5"})
+    if isinstance(exc, RequestDataTooBig):
+        return Response(error_body(f"the request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes"),
+                        status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
     if isinstance(exc, SettingsFileError):
         # The machine's file is broken: a deployment problem, not the
         # client's; say what to fix rather than answer 500.

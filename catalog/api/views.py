@@ -14,6 +14,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework import status
+from rest_framework.parsers import JSONParser
 from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -28,7 +29,6 @@ from ..services.catalog import refresh_catalog
 from ..services.errors import NotFound
 from . import serializers as s
 from .pagination import Pagination
-from .parsers import LimitedJSONParser
 from .auth import GatewayIdentity
 from .permissions import HasRole, HasRoleOrGatewayReads
 
@@ -69,10 +69,11 @@ WRITE_ERRORS = (400, 401, 403, 413, 503)
 
 
 class ApiView(APIView):
-    """Every endpoint: authenticated, role-checked, size-limited JSON."""
+    """Every endpoint: authenticated, role-checked JSON (bodies over
+    DATA_UPLOAD_MAX_MEMORY_SIZE are refused with 413 by Django's own check)."""
 
     permission_classes = [HasRole]
-    parser_classes = [LimitedJSONParser]
+    parser_classes = [JSONParser]
     read_role = VIEWER
     write_role = OPERATOR
 

@@ -166,16 +166,19 @@ def _encodable(models: list[dict | None], problems: list, context: tuple) -> Non
     """Every model must have a canonical form: a string that is not valid
     Unicode (a lone surrogate from a JSON escape) could be stored but never
     sent to a gateway. Encoding now also fills the memo the document reads."""
+    # A model with problems is refused anyway, and may still hold the
+    # values that caused them (a YAML date, a mapping with number keys).
+    refused = {i for i, _ in problems}
     for i, m in enumerate(models):
-        if m is None:
+        if m is None or i in refused:
             continue
         try:
             memo.canonical(m, canonical_json)
-        except UnicodeEncodeError:
+        except (UnicodeEncodeError, TypeError, ValueError):
             for key, value in m.items():
                 try:
                     canonical_json(value)
-                except UnicodeEncodeError:
+                except (UnicodeEncodeError, TypeError, ValueError):
                     problems.append((i, Problem(m["name"] or f"#{i}", key, f"{key} holds characters that are not "
                                                                            "valid Unicode (a lone surrogate)")))
 

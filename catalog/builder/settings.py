@@ -175,6 +175,9 @@ def _federation(federation: object, cluster_name: object, problems: _Problems) -
         token = peer.get("token")
         if not isinstance(token, str) or not token:
             problems.add(f"{path}.token", "a peer's token is required (the secret it gave this cluster)")
+        elif token == SECRET_MASK:
+            # Still the mask: a new or renamed peer whose secret was never given.
+            problems.add(f"{path}.token", "give the peer's token: there is no stored token for this peer to keep")
     offer = federation.get("offer", "all")
     if isinstance(offer, list):
         for i, item in enumerate(offer):
@@ -248,7 +251,7 @@ def mask_secrets(document: dict) -> dict:
     A token is a shared secret the peer will accept from us; showing it in
     a page, an API answer or a diff would hand it to every viewer.
     """
-    federation = document.get("federation")
+    federation = document.get("federation") if isinstance(document, dict) else None
     if not isinstance(federation, dict) or not isinstance(federation.get("peers"), list):
         return document
     peers = [{**p, "token": SECRET_MASK} if isinstance(p, dict) and "token" in p else p
@@ -260,10 +263,12 @@ def keep_masked_secrets(document: dict, current: dict) -> dict:
     """A written document whose peer tokens are still the mask keeps the
     tokens the store has for the same peers, so a document read, edited and
     written back does not replace every secret with asterisks."""
-    federation = document.get("federation")
+    federation = document.get("federation") if isinstance(document, dict) else None
     if not isinstance(federation, dict) or not isinstance(federation.get("peers"), list):
         return document
-    old_peers = (current.get("federation") or {}).get("peers") or []
+    old_federation = current.get("federation") if isinstance(current, dict) else None
+    old_peers = old_federation.get("peers") if isinstance(old_federation, dict) else None
+    old_peers = old_peers if isinstance(old_peers, list) else []
     old_tokens = {p.get("name"): p.get("token") for p in old_peers if isinstance(p, dict)}
     peers = []
     for p in federation["peers"]:

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from ..builder import CatalogError
@@ -74,6 +75,11 @@ class LlmgwCommand(BaseCommand):
         super().run_from_argv(argv)
 
     def execute(self, *args, **options):
+        # With no broker there is no worker to hand a delivery to, and the
+        # console's background thread would die with this process: deliver
+        # before the command returns.
+        if settings.CELERY_TASK_ALWAYS_EAGER:
+            settings.LLMGW_TASKS_INLINE = True
         try:
             return super().execute(*args, **options)
         except CommandError as exc:

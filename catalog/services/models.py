@@ -42,6 +42,15 @@ def _declared(name: str, what: str) -> Conflict:
     )
 
 
+def _refuse_declared(state: InForce, name: str, what: str) -> None:
+    """A declared model, named or through one of its aliases, is edited in the settings."""
+    model = state.catalog.resolve(name)
+    declared = name if name in state.declared_names else (
+        model["name"] if model is not None and model["name"] in state.declared_names else None)
+    if declared is not None:
+        raise _declared(declared, what)
+
+
 def _not_runtime(state: InForce, name: str) -> Conflict | NotFound:
     model = state.catalog.resolve(name)
     if model is not None and "peer" in model:
@@ -161,8 +170,7 @@ def remove_model(*, name: str, by: str) -> None:
     """Take a runtime model out of the catalog."""
     with catalog_change():
         state = in_force()
-        if name in state.declared_names:
-            raise _declared(name, "remove it")
+        _refuse_declared(state, name, "remove it")
         rows = dict(stored_rows())
         if name not in rows:
             raise _not_runtime(state, name)
@@ -191,8 +199,7 @@ def _change(name: str, *, by: str, action: str, what: str,
     """Change one runtime model's definition, built before it is written."""
     with catalog_change():
         state = in_force()
-        if name in state.declared_names:
-            raise _declared(name, what)
+        _refuse_declared(state, name, what)
         rows = dict(stored_rows())
         if name not in rows:
             raise _not_runtime(state, name)

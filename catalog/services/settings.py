@@ -155,7 +155,8 @@ def preview_settings(*, document: object, base_version: object = None) -> Settin
     newest = _newest()
     if base_version is not None:
         _check_base(base_version, newest)
-    document = keep_masked_secrets(document, newest.document)
+    current = newest.document if isinstance(newest.document, dict) else {}
+    document = with_baseline_guard(keep_masked_secrets(document, current))
     _after, impact = _evaluate(document, in_force())
     return SettingsWrite(None, mask_secrets(document), impact)
 
@@ -165,9 +166,13 @@ def _write(document: dict, *, base_version: object, by: str, comment: str, actio
     with catalog_change():
         newest = _newest()
         _check_base(base_version, newest)
+        # A version written into the table by hand may not even be a mapping;
+        # it must still be possible to replace it.
+        current = newest.document if isinstance(newest.document, dict) else {}
         if change is not None:
-            document = change(newest.document)
-        document = keep_masked_secrets(_parse_document(document), newest.document)
+            document = change(current)
+        # Never without a guard policy: unsetting it goes back to the baseline.
+        document = with_baseline_guard(keep_masked_secrets(_parse_document(document), current))
         before = in_force()
         after, impact = _evaluate(document, before)
         number = newest.number + 1
@@ -177,7 +182,7 @@ def _write(document: dict, *, base_version: object, by: str, comment: str, actio
         record_version(after.catalog, reason=f"{action} v{number}", by=by, settings_version=number)
         remember_in_force(after)
         audit.record(actor=by, action=action, object_type="settings", object_id=str(number),
-                     before=mask_secrets(newest.document), after=mask_secrets(document))
+                     before=mask_secrets(current), after=mask_secrets(document))
         return SettingsWrite(number, mask_secrets(document), impact)
 
 

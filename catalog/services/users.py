@@ -9,10 +9,11 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
+from ..builder import CatalogError, Problem
 from ..models import ApiToken, hash_token
 from ..roles import ROLES
 from . import audit
-from .errors import Conflict, NotFound
+from .errors import NotFound
 
 TOKEN_PREFIX = "llmgw_"
 
@@ -25,7 +26,7 @@ def ensure_role_groups() -> None:
 def add_user(*, username: str, role: str, password: str | None, by: str):
     """Create a user with one role; an existing user gets the new role."""
     if role not in ROLES:
-        raise Conflict(f"role must be one of {', '.join(ROLES)}")
+        raise CatalogError([Problem("", "role", f"role must be one of {', '.join(ROLES)}")])
     User = get_user_model()
     with transaction.atomic():
         ensure_role_groups()
@@ -35,7 +36,9 @@ def add_user(*, username: str, role: str, password: str | None, by: str):
             user.set_password(password)
         elif created:
             user.set_unusable_password()
-        user.is_staff = role == "admin"  # admins may also use Django admin
+        # The console's admins are Django admin's too: support staff read
+        # every record there, and its writes go through the services.
+        user.is_staff = user.is_superuser = role == "admin"
         user.save()
         user.groups.set([Group.objects.get(name=role)])
         audit.record(actor=by, action="user.add" if created else "user.role", object_type="user",

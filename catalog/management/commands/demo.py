@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import secrets
 
-from django.contrib.auth import get_user_model
 
 from ... import selectors
 from ...builder import CatalogError
@@ -59,12 +58,7 @@ class Command(LlmgwCommand):
         settings = selectors.settings_in_force()
         added, present = self._models(by)
         password = secrets.token_urlsafe(12)
-        user = user_services.add_user(username=USERNAME, role="admin", password=password, by=by)
-        if not user.is_superuser:
-            # add_user gives admins is_staff but no model permissions, so
-            # Django admin would show them nothing; the demo login must be
-            # able to look around everywhere.
-            get_user_model().objects.filter(pk=user.pk).update(is_superuser=True)
+        user_services.add_user(username=USERNAME, role="admin", password=password, by=by)
 
         if options["as_json"]:
             self.print_json({"url": URL, "username": USERNAME, "password": password,
