@@ -426,6 +426,7 @@ def load(declared: Sequence[object], federated: Sequence[object], stored: Sequen
     # second build is clean.
     while True:
         analysis = _analyse(candidates, engines, defaults)
+        _refuse_declared_on_peers(analysis, kinds, fixed)
         if not analysis.problems:
             return _catalog(analysis, range(len(candidates)), skipped)
         reasons = _skip_reasons(analysis, fixed, labels)
@@ -436,6 +437,31 @@ def load(declared: Sequence[object], federated: Sequence[object], stored: Sequen
         candidates = [c for i, c in enumerate(candidates) if i not in reasons]
         kinds = [k for i, k in enumerate(kinds) if i not in reasons]
         labels = [n for i, n in enumerate(labels) if i not in reasons]
+
+
+def _refuse_declared_on_peers(analysis: _Analysis, kinds: list[str], fixed: int) -> None:
+    """A declared model may not fall back to, or canary, a peer's model.
+
+    The settings are reviewed and must always build; a peer can withdraw a
+    model at any moment, which would leave the cluster's own settings
+    unloadable. Runtime models may: they are skipped when that happens.
+    """
+    for target, refs in analysis.referrers.items():
+        if kinds[target] != "federated":
+            continue
+        peer_model = analysis.models[target]
+        for referrer, how in refs:
+            if referrer >= fixed:
+                continue
+            m = analysis.models[referrer]
+            if how == "canary":
+                path = "canary.model"
+            else:
+                path = next((f"fallbacks.{j}" for j, f in enumerate(m["fallbacks"])
+                             if isinstance(f, str) and analysis.index.get(f) == target), "fallbacks")
+            analysis.problems.append((referrer, Problem(
+                m["name"], path, f"{peer_model['name']!r} is a peer's model; a declared model cannot depend on it "
+                                 "(the peer may withdraw it at any time)")))
 
 
 def _skip_reasons(analysis: _Analysis, fixed: int, labels: list[str]) -> dict[int, list[str]]:

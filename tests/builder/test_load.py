@@ -271,3 +271,16 @@ def test_a_remembered_definition_stored_under_another_name_is_still_skipped():
     assert "a" in names(load_rows([("a", text)]))
     catalog = load_rows([("b", text)])
     assert "b" in skipped(catalog) and "a" not in names(catalog)
+
+
+def test_a_declared_model_may_not_fall_back_to_a_peers_model():
+    declared = [{"name": "d", "source": "hf://org/d", "fallbacks": ["east/x"]}]
+    with pytest.raises(CatalogError) as refused:
+        load(declared, [{"name": "east/x", "peer": "east"}], [], engines=ENGINES)
+    assert [(p.model, p.path) for p in refused.value.problems] == [("d", "fallbacks.0")]
+
+
+def test_a_runtime_model_may_fall_back_to_a_peers_model():
+    rows = [("r", json.dumps({"name": "r", "source": "hf://org/r", "fallbacks": ["east/x"]}))]
+    catalog = load([], [{"name": "east/x", "peer": "east"}], rows, engines=ENGINES)
+    assert catalog.resolve("r")["fallbacks"] == ["east/x"]
