@@ -243,6 +243,38 @@ def model_item(state: InForce, model: dict) -> dict:
     }
 
 
+SORTS = {
+    "name": lambda m: m["name"],
+    "engine": lambda m: (m.get("engine") or "", m["name"]),
+    "class": lambda m: (builder.effective_class(m) or "", m["name"]),
+    "owner": lambda m: (m.get("owner") or "", m["name"]),
+}
+
+
+def sort_models(state: InForce, models: list[dict], key: str) -> list[dict]:
+    """Sorted by ``name``, ``kind``, ``class``, ``engine`` or ``owner``; ``-key`` for descending."""
+    descending = key.startswith("-")
+    key = key.lstrip("-")
+    if key == "kind":
+        order = lambda m: (state.kind(m), m["name"])  # noqa: E731
+    else:
+        order = SORTS.get(key, SORTS["name"])
+    return sorted(models, key=order, reverse=descending)
+
+
+def definition_as_given(state: InForce, name: str) -> dict | None:
+    """A local model's definition as its author wrote it (settings or the
+    stored row), so a page can tell a field that was set from a default."""
+    if name in state.declared_names:
+        return next((m for m in state.settings.declared if isinstance(m, dict) and m.get("name") == name), None)
+    text = StoredModel.objects.filter(name=name).values_list("definition", flat=True).first()
+    try:
+        value = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def list_models(state: InForce, *, kind=None, cls=None, owner=None, engine=None, q=None) -> list[dict]:
     """Models in force, filtered; ``q`` searches names, aliases and descriptions."""
     needle = q.lower() if q else None

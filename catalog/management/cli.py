@@ -37,6 +37,17 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def iso(value) -> str | None:
+    """A time as JSON carries it (ISO 8601), or None."""
+    return value.isoformat() if value else None
+
+
+def shorten(text: str, width: int) -> str:
+    """One line of at most ``width`` characters, for a table cell."""
+    text = one_line(text)
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
 def catalog_error_line(exc: CatalogError, subject: str | None = None) -> str:
     """Every problem with its field path, on one line. Problems of other
     models than the one being changed name that model."""
@@ -137,6 +148,28 @@ class LlmgwCommand(BaseCommand):
         except (OSError, UnicodeDecodeError) as exc:
             raise CommandError(f"refused: cannot read {path}: {one_line(exc)}") from None
         return parse_document(text, where)
+
+    def confirm(self, question: str, options) -> bool:
+        """Ask on stdin unless ``--yes`` was given. A prompt with no answer
+        (stdin closed, as in a script) is a refusal, not a no: a script
+        that forgot ``--yes`` must not look as if it succeeded."""
+        if options.get("yes"):
+            return True
+        # With --json, stdout carries only the JSON answer.
+        out = self.stderr if options.get("as_json") else self.stdout
+        out.write(f"{question} [y/N] ", ending="")
+        out.flush()
+        stdin = options.get("stdin") or sys.stdin
+        answer = stdin.readline()
+        if not (answer and getattr(stdin, "isatty", lambda: False)()):
+            out.write("")  # the end of the prompt's line, which no typed Enter ended
+        if not answer:
+            raise CommandError("refused: no answer on stdin; give --yes to go ahead without asking")
+        return answer.strip().lower() in ("y", "yes")
+
+    @staticmethod
+    def add_yes_argument(parser) -> None:
+        parser.add_argument("--yes", "-y", action="store_true", help="do not ask for confirmation")
 
     # -- output -------------------------------------------------------------
 

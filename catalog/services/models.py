@@ -130,29 +130,48 @@ def replace_model(*, name: str, definition: object, by: str) -> dict:
     return add_model(definition=definition, by=by, must_exist=True)
 
 
-def add_model(*, definition: object, by: str, must_exist: bool = False) -> dict:
-    """Add a runtime model, or replace the one of the same name."""
+def _named(definition: object) -> str:
     if not isinstance(definition, dict):
         raise CatalogError([Problem("", "", "a model must be an object (a mapping of fields)")])
     name = definition.get("name")
     problem = builder.name_problem(name)
     if problem:
         raise CatalogError([Problem(str(name or ""), "name", problem)])
+    return name
+
+
+def _checked_add(state: InForce, rows: dict[str, str], name: str, definition: dict) -> builder.Catalog:
+    """The catalog adding this definition makes, or every reason it cannot."""
+    if name in state.declared_names:  # an alias of one is a plain name clash (400)
+        raise _declared(name, "edit it")
+    try:
+        built = _build_next(state, rows, replace={name: definition})
+    except CatalogError as exc:
+        raise CatalogError([*exc.problems, *_refusals_of(name, definition)]) from None
+    model = built.resolve(name)
+    refusals = [*_refusals_of(name, model), *pre_add_problems(model)]
+    if refusals:
+        raise CatalogError(refusals)
+    return built
+
+
+def preview_model(*, definition: object) -> dict:
+    """The model as add would build it, with every refusal add would give;
+    nothing is written (the console's inline validation)."""
+    name = _named(definition)
+    state = in_force()
+    return _checked_add(state, dict(stored_rows()), name, definition).resolve(name)
+
+
+def add_model(*, definition: object, by: str, must_exist: bool = False) -> dict:
+    """Add a runtime model, or replace the one of the same name."""
+    name = _named(definition)
     with catalog_change():
         state = in_force()
-        if name in state.declared_names:
-            raise _declared(name, "edit it")
         rows = dict(stored_rows())
-        if must_exist and name not in rows:
+        if must_exist and name not in rows and name not in state.declared_names:
             raise _not_runtime(state, name)
-        try:
-            built = _build_next(state, rows, replace={name: definition})
-        except CatalogError as exc:
-            raise CatalogError([*exc.problems, *_refusals_of(name, definition)]) from None
-        model = built.resolve(name)
-        refusals = [*_refusals_of(name, model), *pre_add_problems(model)]
-        if refusals:
-            raise CatalogError(refusals)
+        built = _checked_add(state, rows, name, definition)
         action = "model.replace" if name in rows else "model.add"
         before = _decode(rows[name]) if name in rows else None
         rows[name] = _write(name, definition, by)

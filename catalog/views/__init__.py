@@ -1,0 +1,2 @@
+"""Console views, one module per screen. Each renders its page or, for an
+htmx request, only the part that changed."""
