@@ -284,3 +284,12 @@ def test_a_runtime_model_may_fall_back_to_a_peers_model():
     rows = [("r", json.dumps({"name": "r", "source": "hf://org/r", "fallbacks": ["east/x"]}))]
     catalog = load([], [{"name": "east/x", "peer": "east"}], rows, engines=ENGINES)
     assert catalog.resolve("r")["fallbacks"] == ["east/x"]
+
+
+def test_a_row_clashing_only_with_a_row_skipped_for_its_fallback_still_loads():
+    # "b" goes because its fallback "a" goes; "c" only clashed with "b" over
+    # the alias "x", so without "b" it is fine (the seed kept it too).
+    rows = [row("a", fallbacks=["ghost"]), row("b", aliases=["x"], fallbacks=["a"]), row("c", aliases=["x"])]
+    catalog = load_rows(rows)
+    assert set(skipped(catalog)) == {"a", "b"}
+    assert catalog.resolve("x")["name"] == "c"
