@@ -175,7 +175,8 @@ _FINGERPRINT_SQL = None
 
 
 def _stored_fingerprint() -> tuple:
-    """What changes whenever the rows the catalog is built from change.
+    """What changes whenever what the catalog is built from changes: the
+    newest settings version, the stored rows, the peers' offers.
 
     Counts and highest ids are assigned by the database; the newest audit
     id moves with every service write even when a row keeps its count and
@@ -187,8 +188,11 @@ def _stored_fingerprint() -> tuple:
         from .models import AuditEvent
 
         stored, audit, offers = StoredModel._meta.db_table, AuditEvent._meta.db_table, PeerOffer._meta.db_table
+        versions = SettingsVersion._meta.db_table
         _FINGERPRINT_SQL = (
-            f"SELECT (SELECT COUNT(*) FROM {stored}), (SELECT MAX(id) FROM {stored}), "
+            f"SELECT (SELECT MAX(number) FROM {versions}), "
+            f"(SELECT created_at FROM {versions} ORDER BY number DESC LIMIT 1), "
+            f"(SELECT COUNT(*) FROM {stored}), (SELECT MAX(id) FROM {stored}), "
             f"(SELECT MAX(updated_at) FROM {stored}), (SELECT MAX(id) FROM {audit}), "
             f"(SELECT COUNT(*) FROM {offers}), (SELECT MAX(updated_at) FROM {offers})"
         )
@@ -198,7 +202,13 @@ def _stored_fingerprint() -> tuple:
 
 
 def _in_force_key() -> tuple:
-    return _newest_settings_imported(), _stored_fingerprint()
+    """The newest settings version and the stored rows' fingerprint, in one
+    query: every read of the catalog pays for it."""
+    key = _stored_fingerprint()
+    if key[0] is None:
+        _newest_settings_imported()
+        key = _stored_fingerprint()
+    return key
 
 
 def in_force() -> InForce:
