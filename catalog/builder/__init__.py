@@ -6,9 +6,10 @@ them instead drifts from the others. A test imports this package with
 Django unconfigured and fails if ``django`` was imported.
 """
 
-from .catalog import Catalog, Document, Skipped, build, canonical_json, digest_of, load
+from .catalog import Catalog, Document, Skipped, build, canonical_json, digest_of
 from .diff import diff_models
 from .errors import CatalogError, Problem
+from .load import load
 from .rules import CLASSES, SOURCE_SCHEMES, name_problem, owner_problem, source_problem, source_shape_problem
 from .schema import add_refusals, effective_class
 
