@@ -23,12 +23,33 @@ $(STAMP): requirements.txt requirements-dev.txt
 	@touch $(STAMP)
 
 # Fresh machine to a running console: SQLite, in-process tasks, the example
-# settings imported, an admin login printed. --insecure serves static files
-# while DEBUG stays off (its default).
+# settings imported, an admin login printed, and the demo gateway's
+# reference receiver running beside the console (stopped with it) so that
+# catalog pushes have somewhere to land. --insecure serves static files
+# while DEBUG stays off (its default). Other ports: make run PORT=8100
+# GATEWAY_PORT=8101.
+run: PORT ?= 8000
+run: GATEWAY_PORT ?= 8001
 run: venv
 	$(PY) manage.py migrate --noinput
-	$(PY) manage.py demo
-	$(PY) manage.py runserver --insecure 127.0.0.1:8000
+	@mkdir -p var
+	@set -e; \
+	demo=$$($(PY) manage.py demo --port $(PORT) --gateway-port $(GATEWAY_PORT)); \
+	printf '%s\n' "$$demo"; \
+	receiver=$$(printf '%s\n' "$$demo" | grep -o 'manage.py run_reference_gateway .*'); \
+	$(PY) $$receiver >var/demo-gateway.log 2>&1 & receiver_pid=$$!; \
+	trap 'kill $$receiver_pid 2>/dev/null || true' EXIT INT TERM HUP; \
+	for _ in $$(seq 50); do \
+		$(PY) scripts/probe.py 127.0.0.1 $(GATEWAY_PORT) && break; \
+		kill -0 $$receiver_pid 2>/dev/null || break; \
+		sleep 0.2; \
+	done; \
+	if kill -0 $$receiver_pid 2>/dev/null; then \
+		$(PY) manage.py gateways push demo-gateway || true; \
+	else \
+		echo "make run: the demo gateway's receiver did not start; see var/demo-gateway.log" >&2; \
+	fi; \
+	$(PY) manage.py runserver --insecure 127.0.0.1:$(PORT)
 
 # The whole suite. PostgreSQL and Redis are used when they answer on
 # localhost (and DATABASE_URL / CELERY_BROKER_URL are not set already);

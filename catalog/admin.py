@@ -180,7 +180,7 @@ class StoredModelAdmin(admin.ModelAdmin):
                 with transaction.atomic():
                     model_services.remove_model(name=name, by=by)
             except Refusal as exc:
-                self.message_user(request, f"{name} not removed: {exc.message}", messages.ERROR)
+                self.message_user(request, f"Model {name} not removed: {exc.message}", messages.ERROR)
             else:
                 removed.append(name)
         if removed:

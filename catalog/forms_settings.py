@@ -49,7 +49,7 @@ class SettingsDocumentForm(IdsMixin, CatalogForm):
 
     document = forms.CharField(
         label="Cluster settings (YAML)", strip=False,
-        widget=forms.Textarea(attrs={"rows": 24, "spellcheck": "false", "autocomplete": "off",
+        widget=forms.Textarea(attrs={"rows": 24, "spellcheck": "false", "autocomplete": "off", "wrap": "off",
                                      "autocapitalize": "off", "class": "code"}),
         help_text="every cluster key; peer tokens show as ******** and are kept unless you type a new one")
     comment = forms.CharField(label="Comment", required=False, max_length=2000,
@@ -83,11 +83,14 @@ class SettingsKeyForm(IdsMixin, CatalogForm):
                             help_text="e.g. 4, vllm, [vllm, sglang] or {min: 1, max: 3}; not needed to unset")
     comment = forms.CharField(label="Comment", required=False, max_length=2000)
     base_version = forms.IntegerField(widget=forms.HiddenInput, min_value=1)
-    action = forms.ChoiceField(choices=[("set", "Set"), ("unset", "Unset")], widget=forms.HiddenInput)
 
     def clean(self):
+        """Which button was pressed (``action`` = set or unset) is part of what was asked."""
         data = super().clean()
-        if data.get("action") == "set":
+        data["action"] = self.data.get("action")
+        if data["action"] not in ("set", "unset"):
+            raise forms.ValidationError("press Set or Unset")
+        if data["action"] == "set":
             text = data.get("value", "")
             if not text.strip():
                 self.add_error("value", "give the value to set, as YAML (null for an empty value)")

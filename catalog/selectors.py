@@ -403,15 +403,36 @@ def offer(state: InForce) -> dict:
     return {"cluster": state.settings.document.get("cluster_name", ""), "digest": digest, "models": models}
 
 
-def peer_item(peer: dict, offer_row, *, stale_after_seconds: float) -> dict:
-    """A peer as the console shows it; its token never."""
+def federation_interval(document: dict) -> float:
+    """Seconds between two fetches of a peer: ``federation.interval_seconds``,
+    else LLMGW_FEDERATION_SECONDS."""
+    from django.conf import settings as django_settings
+
+    federation = document.get("federation") if isinstance(document, dict) else None
+    interval = federation.get("interval_seconds") if isinstance(federation, dict) else None
+    return float(interval) if type(interval) is int else float(django_settings.LLMGW_FEDERATION_SECONDS)
+
+
+def peer_items() -> list[dict]:
+    """Every peer of the settings in force as the console shows it: its
+    last fetch, whether it is stale (three intervals without a good fetch:
+    one slow answer is not yet a stale peer), the models it offers as this
+    cluster names them. Its token never."""
     from django.utils import timezone
 
-    fetched = offer_row.fetched_at if offer_row else None
-    stale = fetched is None or bool(offer_row.last_error) or \
-        (timezone.now() - fetched).total_seconds() > stale_after_seconds
-    return {"name": peer.get("name"), "url": peer.get("url"), "fetched_at": fetched,
-            "checked_at": offer_row.checked_at if offer_row else None, "stale": stale,
-            "last_error": (offer_row.last_error or None) if offer_row else None,
-            "models": [m.get("name") for m in offer_row.offered if isinstance(m, dict)]
-            if offer_row and isinstance(offer_row.offered, list) else []}
+    document = settings_in_force().document
+    rows = {row.peer: row for row in PeerOffer.objects.all()}
+    stale_after = 3 * federation_interval(document)
+    items = []
+    for peer in peers_of(document):
+        name, row = peer.get("name"), rows.get(peer.get("name"))
+        fetched = row.fetched_at if row else None
+        offered = row.offered if row and isinstance(row.offered, list) else []
+        items.append({
+            "name": name, "url": peer.get("url"), "fetched_at": fetched,
+            "checked_at": row.checked_at if row else None,
+            "stale": fetched is None or bool(row.last_error) or (timezone.now() - fetched).total_seconds() > stale_after,
+            "last_error": (row.last_error or None) if row else None,
+            "models": [f"{name}/{m['name']}" for m in offered if isinstance(m, dict) and isinstance(m.get("name"), str)],
+        })
+    return items

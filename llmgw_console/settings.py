@@ -54,6 +54,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "catalog.embedded.EmbeddedWorkerMiddleware",
+    "catalog.middleware.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "llmgw_console.urls"
@@ -113,6 +114,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "/login/"
+LOGIN_REDIRECT_URL = "/"
 
 # --- I18N, time, static -----------------------------------------------------
 

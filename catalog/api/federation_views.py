@@ -3,13 +3,11 @@ peers' offers as fetched (SPEC §6)."""
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, OpenApiTypes, extend_schema
 from rest_framework import serializers
 
 from .. import builder, selectors
-from ..models import PeerOffer
 from ..roles import OPERATOR
 from ..services.federation import fetch_all_peers
 from .permissions import HasRoleOrPeerReads
@@ -56,23 +54,12 @@ class OfferView(ApiView):
         return response
 
 
-def stale_after() -> float:
-    # Three missed fetches: one slow answer is not yet a stale peer.
-    return 3 * settings.LLMGW_FEDERATION_SECONDS
-
-
-def peer_items() -> list[dict]:
-    rows = {row.peer: row for row in PeerOffer.objects.all()}
-    return [selectors.peer_item(p, rows.get(p.get("name")), stale_after_seconds=stale_after())
-            for p in selectors.peers_of(selectors.settings_in_force().document)]
-
-
 class PeersView(ApiView):
     write_role = OPERATOR
 
     @extend_schema(responses={200: paged(PeerSerializer), **errors(*READ_ERRORS, 404)})
     def get(self, request):
-        return self.paginated(peer_items())
+        return self.paginated(selectors.peer_items())
 
 
 class PeersFetchView(ApiView):
@@ -80,5 +67,5 @@ class PeersFetchView(ApiView):
 
     @extend_schema(request=None, responses={200: paged(PeerSerializer), **errors(401, 403, 503)})
     def post(self, request):
-        fetch_all_peers()
-        return self.paginated(peer_items())
+        fetch_all_peers(force=True)
+        return self.paginated(selectors.peer_items())

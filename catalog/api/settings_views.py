@@ -20,7 +20,7 @@ from ..roles import ADMIN
 from ..services import settings as settings_services
 from ..services.errors import NotFound
 from . import serializers as s
-from .views import paged, PAGE_PARAMETERS, READ_ERRORS, WRITE_ERRORS, ApiView, errors
+from .views import paged, whole_number, PAGE_PARAMETERS, READ_ERRORS, WRITE_ERRORS, ApiView, errors
 from .pagination import Pagination
 
 IF_MATCH = OpenApiParameter("If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER,
@@ -128,8 +128,8 @@ class SettingsApiView(ApiView):
             return body["base_version"]
         raw = self.request.query_params.get("base_version") or self.request.headers.get("If-Match", "")
         raw = raw.strip().removeprefix("W/").strip('"')
-        if raw.isdigit():
-            return int(raw)
+        if whole_number(raw) is not None:
+            return whole_number(raw)
         if raw:
             raise CatalogError([Problem("", "base_version", "base_version must be a settings version number")])
         return None
@@ -211,9 +211,9 @@ class SettingsVersionDetailView(SettingsApiView):
         body = selectors.settings_version_item(version, with_document=True)
         other = request.query_params.get("diff")
         if other is not None:
-            if not other.isdigit():
+            if whole_number(other) is None:
                 raise CatalogError([Problem("", "diff", "diff must be a settings version number")])
-            base = _settings_version_or_404(int(other))
+            base = _settings_version_or_404(whole_number(other))
             before = mask_secrets(base.document) if isinstance(base.document, dict) else {}
             after = body["document"] if isinstance(body["document"], dict) else {}
             body["diff"] = {"base": base.number, "changes": diff_documents(before, after)}

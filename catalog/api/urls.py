@@ -32,5 +32,5 @@ urlpatterns = [
     path("v1/federation/offer", federation_views.OfferView.as_view(), name="api-federation-offer"),
     path("v1/federation/peers", federation_views.PeersView.as_view(), name="api-federation-peers"),
     path("v1/federation/peers/fetch", federation_views.PeersFetchView.as_view(), name="api-federation-fetch"),
-    re_path(r"^(?P<rest>.*)$", views.NotFoundView.as_view(), name="api-not-found"),
+    re_path(r"^(?P<rest>(?s:.*))$", views.NotFoundView.as_view(), name="api-not-found"),
 ]

@@ -49,6 +49,11 @@ def paged(serializer_class) -> serializers.Serializer:
     )
 
 
+def whole_number(text: str) -> int | None:
+    """A number typed in a URL: ASCII digits only ('²' is a digit to Python)."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
+
+
 def errors(*codes: int) -> dict:
     """The documented error responses, all in the one error shape."""
     described = {
@@ -271,8 +276,8 @@ def _long_poll(request) -> tuple[int | None, int]:
         raw = request.query_params.get(key)
         if raw is None:
             values[key] = None
-        elif raw.isdigit():
-            values[key] = int(raw)
+        elif whole_number(raw) is not None:
+            values[key] = whole_number(raw)
         else:
             problems.append(Problem("", key, f"{key} must be a whole number"))
     if values.get("wait") is not None and values["wait"] > MAX_WAIT_SECONDS:
@@ -314,9 +319,9 @@ class CatalogVersionDetailView(ApiView):
         body = {**_version_row(version), "models": json.loads(version.document)}
         other = request.query_params.get("diff")
         if other is not None:
-            if not other.isdigit():
-                    raise CatalogError([Problem("", "diff", "diff must be a catalog version number")])
-            base = _version_or_404(int(other))
+            if whole_number(other) is None:
+                raise CatalogError([Problem("", "diff", "diff must be a catalog version number")])
+            base = _version_or_404(whole_number(other))
             body["diff"] = {"base": base.version,
                             **builder.diff_models(json.loads(base.document), body["models"])}
         return Response(s.CatalogVersionDetailSerializer(body).data)

@@ -56,7 +56,7 @@ class Catalog:
         self._analysis = analysis
         models = [m for i, m in enumerate(analysis.models) if self._has(i)]
         self._models = sorted(models, key=lambda m: m["name"])
-        self.notices = analysis.notices
+        self.notices = [message for _, message in analysis.notices]
         self.skipped = list(skipped)
         self._document: Document | None = None
 
@@ -128,7 +128,7 @@ class _Analysis(NamedTuple):
     models: list[dict | None]  # normalised, by input position; None when not an object
     problems: list[tuple[int, Problem]]
     warnings: dict[str, list[str]]
-    notices: list[str]
+    notices: list[tuple[int, str]]  # (position, why that peer's model is not offered)
     dropped: set[int]  # federated models not offered: a local name took theirs
     index: dict[str, int]  # name or alias -> input position
     referrers: dict[int, list[tuple[int, str]]]  # target -> (referrer, "fallback"|"canary")
@@ -175,9 +175,9 @@ def _analyse(raw_models: Sequence[object], engines: Iterable[str], defaults: dic
 
 
 def _encodable(models: list[dict | None], problems: list, context: tuple) -> None:
-    """Every model must have a canonical form: a string that is not valid
-    Unicode (a lone surrogate from a JSON escape) could be stored but never
-    sent to a gateway. Encoding now also fills the memo the document reads."""
+    """Every model must have a canonical form the database can store: a
+    lone surrogate (from a JSON escape) has none, and PostgreSQL refuses a
+    NUL. Encoding now also fills the memo the document reads."""
     # A model with problems is refused anyway, and may still hold the
     # values that caused them (a YAML date, a mapping with number keys).
     refused = {i for i, _ in problems}
@@ -185,14 +185,29 @@ def _encodable(models: list[dict | None], problems: list, context: tuple) -> Non
         if m is None or i in refused:
             continue
         try:
-            memo.canonical(m, canonical_json)
+            body = memo.canonical(m, canonical_json)
+            if NUL not in body:
+                continue
         except (UnicodeEncodeError, TypeError, ValueError):
-            for key, value in m.items():
-                try:
-                    canonical_json(value)
-                except (UnicodeEncodeError, TypeError, ValueError):
-                    problems.append((i, Problem(m["name"] or f"#{i}", key, f"{key} holds characters that are not "
-                                                                           "valid Unicode (a lone surrogate)")))
+            pass
+        for key, value in m.items():
+            if unstorable(value):
+                problems.append((i, Problem(m["name"] or f"#{i}", key, f"{key} holds characters that cannot be stored "
+                                                                       "(a NUL or a lone surrogate)")))
+
+
+# What JSON makes of a NUL character: valid JSON, but PostgreSQL cannot
+# store it in text or jsonb, so such a model could never be kept.
+NUL = b"\\u0000"
+
+
+def unstorable(value: object) -> bool:
+    """Whether a value has no canonical form the database can store: a lone
+    surrogate (not valid Unicode) or a NUL character."""
+    try:
+        return NUL in canonical_json(value)
+    except (UnicodeEncodeError, TypeError, ValueError):
+        return True
 
 
 def _decode(text: str) -> object:
@@ -207,7 +222,7 @@ def _names_of(model: dict) -> list[str]:
 
 
 def _namespace(models: list[dict | None], problems: list,
-               collisions: dict[int, list[tuple[Problem, int]]]) -> tuple[dict[str, int], list[str], set[int]]:
+               collisions: dict[int, list[tuple[Problem, int]]]) -> tuple[dict[str, int], list, set[int]]:
     """One namespace for names and aliases; the earlier local model keeps a name.
 
     Local models (declared, then runtime, in the order given) claim names
@@ -216,7 +231,7 @@ def _namespace(models: list[dict | None], problems: list,
     cluster because a peer started offering the same name.
     """
     index: dict[str, int] = {}
-    notices: list[str] = []
+    notices: list[tuple[int, str]] = []
     dropped: set[int] = set()
     for i, m in enumerate(models):
         if m is None or "peer" in m:
@@ -239,7 +254,7 @@ def _namespace(models: list[dict | None], problems: list,
             dropped.add(i)
             owner = models[index[taken[0]]]
             kind = "a model of this cluster" if "peer" not in owner else f"a model of peer {owner['peer']!r}"
-            notices.append(f"federated model {m['name']!r} is not offered: {taken[0]!r} is already {kind}")
+            notices.append((i, f"federated model {m['name']!r} is not offered: {taken[0]!r} is already {kind}"))
             continue
         for n in _names_of(m):
             index[n] = i

@@ -69,6 +69,9 @@ def load(declared: Sequence[object], federated: Sequence[object], stored: Sequen
             analysis = _analyse(candidates, engines, defaults)
         _refuse_declared_on_peers(analysis, kinds, fixed)
         if not analysis.problems:
+            # A peer's model a local name took is left out too: list it with
+            # the stored rows, so one place says everything not in force.
+            skipped += [Skipped(labels[i], kinds[i], message) for i, message in analysis.notices]
             return Catalog(analysis, skipped)
         reasons = _skip_reasons(analysis, fixed, labels)
         if not reasons:

@@ -24,6 +24,8 @@ ORIGIN_FIELDS = ("repo", "revision", "digest", "fetched_at")
 PROFILE_FIELDS = ("name", "gpus", "gpu_type", "gpu_memory_gb", "min_memory_gb", "cpu_cores")
 PROFILE_COUNTS = ("gpus", "gpu_memory_gb", "min_memory_gb", "cpu_cores")
 DESCRIPTION_MAX = 2000
+# Counts a gateway stores in a 32-bit integer; anything larger is a typo.
+MAX_COUNT = 2**31 - 1
 
 
 def _is_int(v: object) -> bool:
@@ -235,8 +237,8 @@ def _profiles(value: object, check: _Checker) -> list:
         profile = {"name": name, "gpu_type": check.string(item, "gpu_type", f"{path}.gpu_type")}
         for key in PROFILE_COUNTS:
             count = item.get(key, 1 if key == "gpus" else 0)
-            if not _is_int(count) or count < 0:
-                check.fail(f"{path}.{key}", f"{key} must be a whole number, 0 or more")
+            if not _is_int(count) or not 0 <= count <= MAX_COUNT:
+                check.fail(f"{path}.{key}", f"{key} must be a whole number from 0 to {MAX_COUNT}")
                 count = 0
             profile[key] = count
         if is_cpu_only(profile) and profile["min_memory_gb"] == 0:
@@ -259,8 +261,8 @@ def _scaling(value: object, check: _Checker, defaults: dict) -> dict:
     scaling = {}
     for key, least in (("min", 0), ("max", 1)):
         count = value.get(key, base.get(key, DEFAULT_SCALING[key]))
-        if not _is_int(count) or count < least:
-            check.fail(f"scaling.{key}", f"scaling.{key} must be a whole number, {least} or more")
+        if not _is_int(count) or not least <= count <= MAX_COUNT:
+            check.fail(f"scaling.{key}", f"scaling.{key} must be a whole number from {least} to {MAX_COUNT}")
         scaling[key] = count
     if _is_int(scaling["min"]) and _is_int(scaling["max"]) and scaling["max"] < scaling["min"]:
         check.fail("scaling.max", f"scaling.max ({scaling['max']}) is below scaling.min ({scaling['min']})")
@@ -337,8 +339,9 @@ def cpu_only_without_memory(profile_name: object) -> str:
 def add_refusals(model: dict) -> list[tuple[str, str]]:
     """What is allowed to load but refused when a model is added now."""
     out = []
-    for i, p in enumerate(model.get("profiles") or ()):
-        if is_cpu_only(p) and not p.get("min_memory_gb"):
+    profiles = model.get("profiles") if isinstance(model, dict) else None
+    for i, p in enumerate(profiles if isinstance(profiles, list) else ()):
+        if isinstance(p, dict) and is_cpu_only(p) and not p.get("min_memory_gb"):
             out.append((f"profiles.{i}.min_memory_gb", cpu_only_without_memory(p.get("name"))))
     return out
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from .catalog import unstorable
 from .errors import Problem
 from .rules import PEER_NAME
 from .schema import DEFAULT_SCALING
@@ -45,7 +46,9 @@ def with_baseline_guard(cluster: dict) -> dict:
 
 def engines_of(document: dict) -> tuple[str, ...]:
     engines = document.get("engines")
-    return tuple(engines) if isinstance(engines, list) and engines else DEFAULT_ENGINES
+    if isinstance(engines, list) and engines:
+        return tuple(e for e in engines if isinstance(e, str))
+    return DEFAULT_ENGINES
 
 
 def defaults_of(document: dict) -> dict:
@@ -83,6 +86,9 @@ def cluster_problems(document: object) -> list[Problem]:
     if not isinstance(document, dict):
         problems.add("", "the cluster settings must be a mapping of keys")
         return problems
+    for key, value in document.items():
+        if unstorable(value):
+            problems.add(str(key), f"{key!r} holds characters that cannot be stored (a NUL or a lone surrogate)")
     for key in document:
         if key in MACHINE_KEYS:
             problems.add(key, f"{key!r} is a machine key: it belongs in each machine's settings file, not the cluster's")
@@ -293,7 +299,7 @@ def _step(node: object, part: str, key: str):
         if part not in node:
             raise SettingsKeyError(f"{key!r} is not set")
         return node[part]
-    if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+    if isinstance(node, list) and part.isascii() and part.isdigit() and int(part) < len(node):
         return node[int(part)]
     raise SettingsKeyError(f"{key!r} is not set")
 
@@ -316,7 +322,7 @@ def set_key(document: dict, key: str, value) -> dict:
 def _set(node: object, parts: list[str], value, key: str):
     head, rest = parts[0], parts[1:]
     if isinstance(node, list):
-        if not head.isdigit() or int(head) >= len(node):
+        if not (head.isascii() and head.isdigit()) or int(head) >= len(node):
             raise SettingsKeyError(f"{key!r}: {head!r} is not an index of that list")
         out = list(node)
         out[int(head)] = _set(node[int(head)], rest, value, key) if rest else value

@@ -94,8 +94,13 @@ def update_gateway(*, name: str, changes: object, by: str) -> Gateway:
         if gateway is None:
             raise NotFound(f"no gateway {name!r}")
         before = _audited(gateway)
-        if "url" in changes:
+        if "url" in changes and changes["url"] != gateway.url:
+            # Another address may be another gateway: what the old one
+            # acknowledged says nothing about it. (If it has the catalog,
+            # it answers 409 and is acknowledged again at once.)
             gateway.url = changes["url"]
+            gateway.acked_version = gateway.rejected_version = None
+            gateway.acked_digest = ""
         if "enabled" in changes:
             gateway.enabled = changes["enabled"]
         if "token" in changes:

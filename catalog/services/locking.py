@@ -19,8 +19,17 @@ CATALOG_LOCK_KEY = 0x6C6C6D6777
 
 
 @contextmanager
-def catalog_change():
-    """A transaction that holds the catalog lock until it commits."""
+def catalog_change(*, importing: bool = False):
+    """A transaction that holds the catalog lock until it commits.
+
+    The settings file is imported first, in its own transaction, when the
+    store is still empty: a change that is then refused must not roll the
+    import back with it (every later request would import again).
+    """
+    if not importing:
+        from ..selectors import settings_in_force
+
+        settings_in_force()
     with transaction.atomic():
         if connection.vendor == "postgresql":
             with connection.cursor() as cursor:

@@ -49,7 +49,7 @@ def import_initial_settings() -> SettingsVersion | None:
     is refused rather than imported: after the import the file's cluster
     keys are ignored, so importing a broken one would lose it.
     """
-    with catalog_change():
+    with catalog_change(importing=True):
         if SettingsVersion.objects.exists():
             return None
         path = django_settings.LLMGW_SETTINGS_FILE
@@ -85,7 +85,7 @@ def _in_models(problems: list[Problem], declared: list) -> list[Problem]:
     out = []
     for p in problems:
         i = position.get(p.model)
-        if i is None and p.model.startswith("#") and p.model[1:].isdigit():
+        if i is None and p.model.startswith("#") and p.model[1:].isascii() and p.model[1:].isdigit():
             i = int(p.model[1:])
         if i is not None and i < len(declared):
             out.append(Problem("", f"models.{i}.{p.path}" if p.path else f"models.{i}", p.message))
@@ -145,8 +145,7 @@ def _check_base(base_version: object, newest: SettingsVersion) -> None:
         raise CatalogError([Problem("", "base_version", "base_version is required: the version this change is based on")])
     if base_version != newest.number:
         raise Conflict(f"the settings changed since version {base_version}: version {newest.number} is the newest; "
-                       f"review it (GET /api/v1/settings/versions/{newest.number}?diff={base_version}) and write again "
-                       f"based on it")
+                       f"review what changed between them and write again based on version {newest.number}")
 
 
 def preview_settings(*, document: object, base_version: object = None) -> SettingsWrite:
@@ -175,6 +174,8 @@ def _write(document: dict, *, base_version: object, by: str, comment: str, actio
         document = with_baseline_guard(keep_masked_secrets(_parse_document(document), current))
         before = in_force()
         after, impact = _evaluate(document, before)
+        if "\x00" in str(comment or ""):
+            raise CatalogError([Problem("", "comment", "comment holds a NUL character, which cannot be stored")])
         number = newest.number + 1
         SettingsVersion.objects.create(number=number, document=document, author=by or "system",
                                        comment=str(comment or "")[:2000], parent=newest.number)

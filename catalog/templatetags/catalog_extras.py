@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import json
 
-import yaml
 from django import template
+
+from ..forms_settings import yaml_text
 
 register = template.Library()
 
@@ -11,7 +12,7 @@ register = template.Library()
 @register.filter
 def as_yaml(value) -> str:
     """A value as an operator would write it in the settings file."""
-    return yaml.safe_dump(value, sort_keys=False, default_flow_style=False, allow_unicode=True).strip()
+    return yaml_text(value)
 
 
 @register.filter

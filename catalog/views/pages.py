@@ -16,7 +16,6 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from .. import builder, selectors
-from ..api.federation_views import peer_items
 from ..forms_settings import TokenForm, yaml_text
 from ..models import ApiToken, AuditEvent, CatalogVersion
 from ..roles import ADMIN, OPERATOR, VIEWER, has_role
@@ -121,9 +120,9 @@ def federation_page(request):
     if request.method != "GET":
         return redirect("federation")
     state = selectors.in_force()
-    peers = peer_items()
+    peers = selectors.peer_items()
     for peer in peers:
-        peer["offered"] = _linked(state, [f"{peer['name']}/{m}" for m in peer["models"]])
+        peer["offered"] = _linked(state, peer["models"])  # already PEER/MODEL
     federation = state.settings.document.get("federation") or {}
     mode = federation.get("offer", "all") if isinstance(federation, dict) else "all"
     offer = selectors.offer(state)
@@ -136,8 +135,8 @@ def federation_page(request):
 @role_required(read=OPERATOR, write=OPERATOR)
 def federation_fetch(request):
     if request.method == "POST":
-        count = fetch_all_peers()
-        failed = [p["name"] for p in peer_items() if p["last_error"]]
+        count = fetch_all_peers(force=True)
+        failed = [p["name"] for p in selectors.peer_items() if p["last_error"]]
         if failed:
             messages.error(request, f"Fetched {count} peer(s); no fresh offer from {', '.join(failed)}: "
                                     "their last offers are kept.")

@@ -62,25 +62,36 @@ def _rebased(form_class, request, newest: int):
     return form
 
 
+def _summary(value: object) -> str:
+    """What a long value is, for its folded line: the models, not their first characters."""
+    if isinstance(value, list):
+        return f"{len(value)} item{'' if len(value) == 1 else 's'}"
+    if isinstance(value, dict):
+        return f"{len(value)} key{'' if len(value) == 1 else 's'}"
+    return "long value"
+
+
 def _editor(newest: SettingsVersion) -> SettingsDocumentForm:
     return SettingsDocumentForm(initial={"document": yaml_text(_shown(newest.document)),
                                          "base_version": newest.number})
 
 
 def _key_form(newest: SettingsVersion) -> SettingsKeyForm:
-    return SettingsKeyForm(initial={"base_version": newest.number, "action": "set"})
+    return SettingsKeyForm(initial={"base_version": newest.number})
 
 
 def _page_context(request, *, editor=None, key_form=None, **extra) -> dict:
     view = selectors.settings_view()
     newest = _newest()
-    layers = [{**layer, "text": yaml_text(layer["value"])} for layer in view["layers"]]
+    layers = [{**layer, "text": yaml_text(layer["value"]), "summary": _summary(layer["value"]),
+               "differs": layer["ignored"] and layer["value"] != view["document"].get(layer["key"])}
+              for layer in view["layers"]]
     context = {
         "view": view, "layers": layers, "newest": newest,
         "result": request.session.pop(RESULT_KEY, None) if request.method == "GET" else None,
         "editor": editor if editor is not None else _editor(newest),
         "key_form": key_form if key_form is not None else _key_form(newest),
-        "editor_impact": None, "editor_conflict": None, "key_conflict": None, "saved_document": None,
+        "editor_impact": None, "editor_conflict": None, "key_conflict": None,
     }
     context.update(extra)
     return context

@@ -172,7 +172,8 @@ def test_a_row_whose_federated_fallback_the_peer_dropped_is_skipped():
 def test_a_row_takes_its_name_from_a_federated_model_and_the_peers_is_not_offered():
     catalog = load_rows([row("peer-a/m")], federated=[{"name": "peer-a/m", "peer": "peer-a"}])
     assert "peer" not in catalog.resolve("peer-a/m")
-    assert catalog.skipped == []
+    assert [(s.name, s.kind) for s in catalog.skipped] == [("peer-a/m", "federated")]
+    assert "not offered" in catalog.skipped[0].reason
     assert len(catalog.notices) == 1
 
 

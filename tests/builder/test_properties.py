@@ -61,7 +61,10 @@ sources = st.sampled_from([
     "hf://org/model", "hf://model", "s3://bucket/key", "gs://bucket/a/b", "oci://registry.io/repo:tag",
     "file:///models/x.gguf", "https://weights.example.com/x",
 ])
-optional_text = st.none() | st.text(max_size=20)
+# Text a valid model may hold: any Unicode that can be stored (no NUL, no
+# lone surrogate; those are refused, which the arbitrary-input tests cover).
+storable = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
+optional_text = st.none() | st.text(storable, max_size=20)
 
 
 @st.composite
@@ -72,9 +75,9 @@ def profiles(draw):
         profile = {"name": n}
         for key in ("gpus", "gpu_memory_gb", "min_memory_gb", "cpu_cores"):
             if draw(st.booleans()):
-                profile[key] = draw(st.integers(min_value=0, max_value=2**40))
+                profile[key] = draw(st.integers(min_value=0, max_value=2**31 - 1))
         if draw(st.booleans()):
-            profile["gpu_type"] = draw(st.text(max_size=8))
+            profile["gpu_type"] = draw(st.text(storable, max_size=8))
         out.append(profile)
     return out
 
@@ -83,12 +86,12 @@ def profiles(draw):
 def local_fields(draw):
     fields = {"source": draw(sources)}
     if draw(st.booleans()):
-        fields["description"] = draw(st.text(max_size=40))
+        fields["description"] = draw(st.text(storable, max_size=40))
     if draw(st.booleans()):
         fields["engine"] = draw(st.sampled_from(("", *ENGINES)))
     if draw(st.booleans()):
         fields["origin"] = draw(st.none() | st.fixed_dictionaries(
-            {}, optional={k: st.text(max_size=10) for k in ("repo", "revision", "digest", "fetched_at")}))
+            {}, optional={k: st.text(storable, max_size=10) for k in ("repo", "revision", "digest", "fetched_at")}))
     if draw(st.booleans()):
         adapter_names = draw(st.lists(name_strategy, max_size=3, unique=True))
         fields["adapters"] = [{"name": n, "source": draw(sources)} for n in adapter_names]

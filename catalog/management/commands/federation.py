@@ -8,7 +8,6 @@ changed with ``manage.py config``, not here.
 from __future__ import annotations
 
 from ... import selectors
-from ...api.federation_views import peer_items
 from ...services.federation import fetch_all_peers
 from ..cli import LlmgwCommand, iso, one_line, shorten
 
@@ -32,7 +31,7 @@ class Command(LlmgwCommand):
         self._print_peers(_peers(), options)
 
     def do_fetch(self, options):
-        fetch_all_peers()
+        fetch_all_peers(force=True)
         peers = _peers()
         # Not a refusal: the other peers were fetched, and an unreachable
         # peer keeps its last offer. Said on stderr so it is not missed.
@@ -66,7 +65,7 @@ class Command(LlmgwCommand):
 
 
 def _peers() -> list[dict]:
-    peers = peer_items()
+    peers = selectors.peer_items()
     for peer in peers:
         peer["fetched_at"], peer["checked_at"] = iso(peer["fetched_at"]), iso(peer["checked_at"])
     return peers
