@@ -240,7 +240,10 @@ def build_in_force(settings: ClusterSettings, rows) -> InForce:
 
 
 def latest_catalog_version() -> CatalogVersion | None:
-    return CatalogVersion.objects.order_by("-version").first()
+    """The newest catalog version, without its document (megabytes at ten
+    thousand models): most callers need only its number and digest, and
+    ``catalog_document_bytes`` reads the document once per process."""
+    return CatalogVersion.objects.defer("document").order_by("-version").first()
 
 
 def model_item(state: InForce, model: dict) -> dict:
@@ -345,10 +348,28 @@ def settings_version_item(version: SettingsVersion, *, with_document: bool = Fal
     return item
 
 
+_documents: dict[tuple[int, str], bytes] = {}
+
+
 def catalog_document_bytes(version: CatalogVersion) -> bytes:
     """The document gateways receive and GET /api/v1/catalog returns,
     assembled around the stored models text so that the bytes the digest
-    covers are sent unchanged."""
+    covers are sent unchanged. Versions never change once written, so the
+    last few are kept: fifty gateways get one read of the document."""
+    key = (version.version, version.digest)
+    with _lock:
+        hit = _documents.get(key)
+    if hit is not None:
+        return hit
+    body = _document_bytes(version)
+    with _lock:
+        if len(_documents) >= 4:
+            _documents.pop(next(iter(_documents)))
+        _documents[key] = body
+    return body
+
+
+def _document_bytes(version: CatalogVersion) -> bytes:
     head = {
         "created_at": version.created_at.isoformat().replace("+00:00", "Z"),
         "digest": version.digest,

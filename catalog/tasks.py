@@ -20,24 +20,44 @@ log = logging.getLogger("llmgw.delivery")
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def deliver_catalog(self, gateway_id: int) -> str:
-    outcome = gateways.deliver(gateway_id)
-    if outcome == "retry" and not self.app.conf.task_always_eager:
-        # The backoff the service recorded (next_attempt_at) is the delay;
-        # if this retry is lost, the reconcile picks the gateway up then.
-        from .models import Gateway
+    """Bring one gateway to the newest catalog version."""
+    return _deliver(self, [gateway_id])[gateway_id]
 
-        gateway = Gateway.objects.filter(pk=gateway_id).only("failures").first()
-        if gateway is not None:
-            enqueue(deliver_catalog, gateway_id, countdown=gateways.backoff_seconds(gateway.failures))
-    return outcome
+
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def deliver_to_gateways(self, gateway_ids: list[int] | None = None) -> dict:
+    """Bring these gateways (every enabled one when None) to the newest
+    catalog version, pushing to several at once."""
+    return _deliver(self, gateway_ids)
+
+
+def _deliver(task, gateway_ids: list[int] | None) -> dict:
+    # In a worker, pushes run side by side on their own connections; inline
+    # (tests, commands) they run one after another in the caller's
+    # transaction, which other threads could not see.
+    inline = task.app.conf.task_always_eager and settings.LLMGW_TASKS_INLINE
+    outcomes = gateways.deliver_to_many(gateway_ids, parallel=not inline)
+    if not task.app.conf.task_always_eager:
+        _schedule_retries([gid for gid, outcome in outcomes.items() if outcome == "retry"])
+    return outcomes
+
+
+def _schedule_retries(gateway_ids: list[int]) -> None:
+    """One retry per failed gateway after its backoff (recorded by the
+    service as next_attempt_at); if a retry is lost, the reconcile picks
+    the gateway up then."""
+    from .models import Gateway
+
+    for gateway_id, failures in Gateway.objects.filter(pk__in=gateway_ids).values_list("pk", "failures"):
+        enqueue(deliver_catalog, gateway_id, countdown=gateways.backoff_seconds(failures))
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def reconcile() -> int:
-    """Queue a delivery to every gateway that is behind (Celery beat)."""
+    """Deliver to every gateway that is behind and due (Celery beat)."""
     due = gateways.due_for_delivery()
-    for gateway_id in due:
-        enqueue(deliver_catalog, gateway_id)
+    if due:
+        enqueue(deliver_to_gateways, due)
     return len(due)
 
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import timedelta
 
 from celery.utils.time import get_exponential_backoff_interval
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
 from .. import push, secrets
@@ -239,12 +240,15 @@ def deliver(gateway_id: int) -> str:
 
 
 def _record_ack(gateway: Gateway, version: int, digest: str) -> None:
-    now = timezone.now()
-    # Only forward: an acknowledgement that arrives after a newer one must
-    # not move the gateway back.
-    Gateway.objects.filter(pk=gateway.pk).filter(Q(acked_version__isnull=True) | Q(acked_version__lt=version)).update(
-        acked_version=version, acked_digest=digest)
-    Gateway.objects.filter(pk=gateway.pk).update(last_seen=now, last_error="", failures=0, next_attempt_at=None)
+    # Only forward, in the one statement: an acknowledgement that arrives
+    # after a newer one must not move the gateway back.
+    newer = Q(acked_version__isnull=True) | Q(acked_version__lt=version)
+    Gateway.objects.filter(pk=gateway.pk).update(
+        acked_version=Case(When(newer, then=Value(version)), default=F("acked_version"),
+                           output_field=Gateway._meta.get_field("acked_version")),
+        acked_digest=Case(When(newer, then=Value(digest)), default=F("acked_digest"),
+                          output_field=Gateway._meta.get_field("acked_digest")),
+        last_seen=timezone.now(), last_error="", failures=0, next_attempt_at=None)
 
 
 def _record_rejection(gateway: Gateway, version: int, reason: str) -> None:
@@ -279,14 +283,42 @@ def due_for_delivery() -> list[int]:
 
 
 def publish_latest() -> None:
-    """After a new catalog version commits: queue a delivery to every
-    enabled gateway. A failure to queue is logged, never raised: the edit
-    has committed and the reconcile will deliver it."""
-    for gateway_id in Gateway.objects.filter(enabled=True).values_list("pk", flat=True):
-        enqueue_delivery(gateway_id)
+    """After a new catalog version commits: one task that delivers it to
+    every enabled gateway. A failure to queue is logged, never raised: the
+    edit has committed and the reconcile will deliver it."""
+    from .. import tasks
+
+    tasks.enqueue(tasks.deliver_to_gateways, None)
 
 
 def enqueue_delivery(gateway_id: int) -> None:
     from .. import tasks
 
     tasks.enqueue(tasks.deliver_catalog, gateway_id)
+
+
+# Pushes on the wire at once from one worker: a gateway answers in
+# milliseconds, so fifty delivered one after another would take seconds.
+PARALLEL_PUSHES = 16
+
+
+def deliver_to_many(gateway_ids: list[int] | None, *, parallel: bool) -> dict[int, str]:
+    """Deliver to these gateways (every enabled one when None), several at
+    once when ``parallel``; returns each one's outcome."""
+    if gateway_ids is None:
+        gateway_ids = list(Gateway.objects.filter(enabled=True).values_list("pk", flat=True))
+    if not parallel or len(gateway_ids) < 2:
+        return {gateway_id: deliver(gateway_id) for gateway_id in gateway_ids}
+    with ThreadPoolExecutor(max_workers=min(PARALLEL_PUSHES, len(gateway_ids)),
+                            thread_name_prefix="llmgw-push") as pool:
+        return dict(zip(gateway_ids, pool.map(_deliver_in_thread, gateway_ids)))
+
+
+def _deliver_in_thread(gateway_id: int) -> str:
+    try:
+        return deliver(gateway_id)
+    except Exception:  # one gateway's surprise must not stop the others
+        log.exception("delivery to gateway %s failed", gateway_id)
+        return "retry"
+    finally:
+        connection.close()  # each thread has its own; do not leak it
