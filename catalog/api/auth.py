@@ -11,6 +11,7 @@ from datetime import timedelta
 from django.utils import timezone
 from rest_framework import authentication, exceptions
 
+from .. import credentials
 from ..models import ApiToken, Gateway, hash_token
 
 # Recording every use would turn each read into a write; a minute is enough
@@ -32,6 +33,13 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
         except UnicodeDecodeError:
             raise exceptions.AuthenticationFailed("the token is not valid") from None
         fingerprint = hash_token(key)
+        result = credentials.recall(fingerprint)
+        if result is None:
+            result = self._lookup(key, fingerprint)
+            credentials.remember(fingerprint, result)
+        return result
+
+    def _lookup(self, key: str, fingerprint: str):
         token = ApiToken.objects.select_related("user").filter(key_hash=fingerprint, revoked_at=None).first()
         now = timezone.now()
         if token is not None and token.user.is_active:

@@ -292,6 +292,7 @@ def _seen(gateway) -> None:
     now = timezone.now()
     if gateway.last_seen is None or (now - gateway.last_seen).total_seconds() > 5:
         Gateway.objects.filter(pk=gateway.pk).update(last_seen=now)
+        gateway.last_seen = now  # the identity is remembered across requests
 
 
 def _version_row(v: CatalogVersion) -> dict:

@@ -21,7 +21,7 @@ from django.db import connection, transaction
 from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
 
-from .. import push, secrets
+from .. import credentials, push, secrets
 from ..builder import CatalogError, Problem
 from ..models import Gateway
 from ..selectors import catalog_document_bytes, gateway_item, latest_catalog_version
@@ -117,6 +117,7 @@ def update_gateway(*, name: str, changes: object, by: str) -> Gateway:
             after["token"] = "changed"
         audit.record(actor=by, action="gateway.update", object_type="gateway", object_id=name, before=before,
                      after=after)
+        credentials.forget_all()  # a remembered gateway token may be the old one
     transaction.on_commit(lambda: enqueue_delivery(gateway.pk))
     return gateway
 
@@ -129,6 +130,7 @@ def remove_gateway(*, name: str, by: str) -> None:
         audit.record(actor=by, action="gateway.remove", object_type="gateway", object_id=name,
                      before=_audited(gateway), after=None)
         gateway.delete()
+        credentials.forget_all()
 
 
 def push_now(*, name: str, by: str) -> dict:

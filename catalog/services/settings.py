@@ -17,7 +17,9 @@ from pathlib import Path
 import yaml
 from django.conf import settings as django_settings
 
-from .. import builder, settings_file
+from django.db import transaction
+
+from .. import builder, credentials, settings_file
 from ..builder import CatalogError, Problem
 from ..builder.settings import (
     SettingsKeyError,
@@ -182,6 +184,7 @@ def _write(document: dict, *, base_version: object, by: str, comment: str, actio
         after = InForce(after.catalog, ClusterSettings(number, document), after.declared_names, after.federated)
         record_version(after.catalog, reason=f"{action} v{number}", by=by, settings_version=number)
         remember_in_force(after)
+        credentials.forget_all()  # peers' tokens may have changed
         audit.record(actor=by, action=action, object_type="settings", object_id=str(number),
                      before=mask_secrets(current), after=mask_secrets(document))
         return SettingsWrite(number, mask_secrets(document), impact)

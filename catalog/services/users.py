@@ -9,6 +9,7 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
+from .. import credentials
 from ..builder import CatalogError, Problem
 from ..models import ApiToken, hash_token
 from ..roles import ROLES
@@ -43,6 +44,7 @@ def add_user(*, username: str, role: str, password: str | None, by: str):
         user.groups.set([Group.objects.get(name=role)])
         audit.record(actor=by, action="user.add" if created else "user.role", object_type="user",
                      object_id=username, before=before, after={"role": role})
+        credentials.forget_all()  # a remembered token may carry the old role
     return user
 
 
@@ -70,3 +72,4 @@ def revoke_token(*, token_id: int, by: str) -> None:
         token.save(update_fields=["revoked_at"])
         audit.record(actor=by, action="token.revoke", object_type="token", object_id=str(token.pk),
                      before={"prefix": token.prefix}, after=None)
+        credentials.forget_all()  # stops working at once in this process
