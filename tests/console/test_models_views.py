@@ -234,6 +234,17 @@ def test_a_runtime_models_page_marks_the_fields_left_to_the_defaults(viewer):
     assert "default" in scaling_row  # the cluster's defaults apply
 
 
+def test_a_models_page_shows_plain_values_as_typed(viewer):
+    """A description or a source is shown as text, not as a YAML document
+    with its end marker (``...``) under it."""
+    runtime(NAME, description="Support replies", owner="team:ml")
+    body = viewer.get(PAGE).content.decode()
+    for key, value in (("description", "Support replies"), ("source", "hf://acme/chat-7b"), ("owner", "team:ml")):
+        shown = body.split(f"<dt>{key}", 1)[1].split("<dd>", 1)[1].split("</dd>", 1)[0]
+        assert value in shown
+        assert "..." not in shown, f"{key} is shown as {shown!r}"
+
+
 # --- operations: a bad value shows the builder's error, a good one changes the model
 
 def _built(name: str = NAME) -> dict:
