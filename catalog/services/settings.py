@@ -17,7 +17,6 @@ from pathlib import Path
 import yaml
 from django.conf import settings as django_settings
 
-
 from .. import builder, credentials, settings_file
 from ..builder import CatalogError, Problem
 from ..builder.settings import (
