@@ -180,6 +180,7 @@ class OperationForm(CatalogForm):
 
     title = ""
     op = ""
+    button = "Save"
 
     def __init__(self, *args, model: dict, **kwargs):
         self.model = model
@@ -190,7 +191,7 @@ class OperationForm(CatalogForm):
 
 
 class ScaleForm(OperationForm):
-    title, op = "Scaling", "scale"
+    title, op, button = "Scaling", "scale", "Save scaling"
     min = forms.IntegerField(label="Replicas at least")
     max = forms.IntegerField(label="Replicas at most")
     paths = {"scaling.min": "min", "scaling.max": "max", "scaling": "max"}
@@ -205,7 +206,7 @@ class ScaleForm(OperationForm):
 
 
 class ResourcesForm(OperationForm):
-    title, op = "Host resources", "resources"
+    title, op, button = "Host resources", "resources", "Save resources"
     profile = forms.ChoiceField(required=False, help_text="every profile when none is chosen")
     min_memory_gb = forms.IntegerField(label="Host memory (GB)")
     cpu_cores = forms.IntegerField(label="CPU cores")
@@ -227,7 +228,7 @@ class ResourcesForm(OperationForm):
 
 
 class ClassForm(OperationForm):
-    title, op = "Class", "class"
+    title, op, button = "Class", "class", "Save class"
     klass = forms.ChoiceField(required=False, choices=CLASS_CHOICES, label="Class")
     paths = {"class": "klass"}
 
@@ -240,7 +241,7 @@ class ClassForm(OperationForm):
 
 
 class OwnerForm(OperationForm):
-    title, op = "Owner", "owner"
+    title, op, button = "Owner", "owner", "Save owner"
     owner = forms.CharField(required=False, help_text="empty (shared), org:ID, team:ID or project:ID")
 
     @staticmethod
@@ -252,7 +253,7 @@ class OwnerForm(OperationForm):
 
 
 class AdaptersForm(OperationForm):
-    title, op = "LoRA adapters", "adapters"
+    title, op, button = "LoRA adapters", "adapters", "Save adapters"
     adapters = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}),
                                help_text="one per line: NAME SOURCE")
 
@@ -268,7 +269,7 @@ class AdaptersForm(OperationForm):
 
 
 class SourceForm(OperationForm):
-    title, op = "Weights source and origin", "source"
+    title, op, button = "Weights source and origin", "source", "Save source"
     source = forms.CharField()
     origin_repo = forms.CharField(required=False, label="Origin repository")
     origin_revision = forms.CharField(required=False, label="Origin revision")
@@ -288,7 +289,7 @@ class SourceForm(OperationForm):
 
 
 class CanaryForm(OperationForm):
-    title, op = "Canary", "canary"
+    title, op, button = "Canary", "canary", "Save canary"
     canary_model = forms.CharField(required=False, label="Candidate model")
     percent = forms.IntegerField(required=False, help_text="share of traffic, 1 to 99")
     paths = {"canary.model": "canary_model", "canary.percent": "percent", "canary": "canary_model"}
@@ -306,7 +307,7 @@ class CanaryForm(OperationForm):
 
 
 class EvalForm(OperationForm):
-    title, op = "Eval gate", "eval"
+    title, op, button = "Eval gate", "eval", "Save eval gate"
     suite = forms.CharField(required=False, help_text="empty removes the gate")
     min_score = forms.FloatField(required=False, help_text="0.0 to 1.0")
     paths = {"eval.suite": "suite", "eval.min_score": "min_score", "eval": "suite"}
@@ -324,7 +325,7 @@ class EvalForm(OperationForm):
 
 
 class FallbacksForm(OperationForm):
-    title, op = "Fallbacks", "fallbacks"
+    title, op, button = "Fallbacks", "fallbacks", "Save fallbacks"
     fallbacks = forms.CharField(required=False, help_text="in order, separated by commas; empty for none")
 
     @staticmethod

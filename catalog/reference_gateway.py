@@ -151,7 +151,7 @@ class ReferenceGateway:
         return Handler
 
     def server(self, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
-        server = ThreadingHTTPServer((host, port), self.handler())
+        server = _QuietServer((host, port), self.handler())
         server.daemon_threads = True
         return server
 
@@ -160,3 +160,15 @@ class ReferenceGateway:
         server = self.server(host, port)
         threading.Thread(target=server.serve_forever, daemon=True, name="reference-gateway").start()
         return server, f"http://{host}:{server.server_address[1]}"
+
+
+class _QuietServer(ThreadingHTTPServer):
+    """A console that gave up waiting (its push timed out) closes the
+    connection under the answer; that is not worth a traceback."""
+
+    def handle_error(self, request, client_address):
+        import sys
+
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)

@@ -115,6 +115,7 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "login"
 
 # --- I18N, time, static -----------------------------------------------------
 

@@ -126,12 +126,18 @@ def _tasks_inline_unless_redis(request, settings):
         return
     from llmgw_console.celery import app
 
+    # Celery reads Django's settings live, so the app's own value is read
+    # before they change, and given back (or dropped) after.
+    had_own = "task_always_eager" in app.conf.changes
+    own = app.conf.changes.get("task_always_eager")
     settings.CELERY_TASK_ALWAYS_EAGER = True
     settings.LLMGW_TASKS_INLINE = True
-    eager = app.conf.task_always_eager
     app.conf.task_always_eager = True
     yield
-    app.conf.task_always_eager = eager
+    if had_own:
+        app.conf.task_always_eager = own
+    else:
+        app.conf.changes.pop("task_always_eager", None)
 
 
 @pytest.fixture(autouse=True)

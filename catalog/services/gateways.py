@@ -228,6 +228,15 @@ def deliver(gateway_id: int) -> str:
             if result.kind == push.ACKED:
                 _record_ack(gateway, latest.version, latest.digest)
                 outcome = "acked"
+            elif result.kind == push.NEWER and result.gateway_version > latest.version:
+                # Newer than anything this console made: its database was
+                # restored from a backup, or two consoles feed one gateway.
+                # Never downgrade it, never call it in sync silently.
+                _record_ack(gateway, latest.version, latest.digest)
+                Gateway.objects.filter(pk=gateway.pk).update(last_error=(
+                    f"the gateway has version {result.gateway_version}, newer than this console's newest "
+                    f"({latest.version}): was the database restored, or does another console feed it?"))
+                return "acked"
             elif result.kind == push.NEWER:
                 _record_ack(gateway, result.gateway_version, latest.digest if result.gateway_version == latest.version
                             else "")

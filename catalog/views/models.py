@@ -56,7 +56,12 @@ def models_list(request):
         "engines": state.settings.engines,
         "settings_version": state.settings.version,
     }
-    return page_or_partial(request, "catalog/models.html", "catalog/partials/_models_table.html", context)
+    response = page_or_partial(request, "catalog/models.html", "catalog/partials/_models_table.html", context)
+    if request.htmx:
+        # The address bar keeps only what is set, not every empty filter.
+        page_number = request.GET.get("page")
+        response["HX-Push-Url"] = "?" + urlencode({**kept, **({"page": page_number} if page_number else {})})
+    return response
 
 
 def _operation_forms(model: dict, data=None, failed: str | None = None) -> list:
