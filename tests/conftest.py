@@ -108,12 +108,15 @@ def _fast_password_hashing(settings):
 
 @pytest.fixture(autouse=True)
 def _fresh_catalog_cache():
-    """Each test starts with no catalog cached from another test's rows."""
-    from catalog import selectors
+    """Each test starts with no catalog or credential remembered from
+    another test's rows."""
+    from catalog import credentials, selectors
 
     selectors.clear_cache()
+    credentials.forget_all()
     yield
     selectors.clear_cache()
+    credentials.forget_all()
 
 
 @pytest.fixture(autouse=True)

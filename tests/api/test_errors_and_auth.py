@@ -13,12 +13,6 @@ from catalog.models import StoredModel
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def _quick_password_hashing(settings):
-    # The personas' passwords are hashed with PBKDF2, half a second each on a
-    # CI machine; these tests authenticate with tokens and never check them.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
 SOURCE = "hf://acme/chat-7b"
 
 

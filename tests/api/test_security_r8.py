@@ -20,12 +20,6 @@ from catalog.services.users import add_user, create_token, revoke_token
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def _quick_password_hashing(settings):
-    # The personas' passwords are hashed with PBKDF2, half a second each on a
-    # CI machine; these tests authenticate with tokens and never check them.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
 RUNTIME = "acme/chat-7b:q4"  # a name with '/' and ':' in it
 WRITES = ("post", "put", "patch", "delete")
 METHODS = ("get", *WRITES)

@@ -30,11 +30,6 @@ class Run:
         return message
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    # The demo and users tests log in; the production hasher is slow on purpose.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
 
 @pytest.fixture
 def run(db):

@@ -19,6 +19,10 @@ from catalog.services import users as user_services
 
 pytestmark = pytest.mark.django_db
 
+
+def text(response) -> str:
+    return html.unescape(response.content.decode())
+
 GATEWAY_TOKEN = "gw-secret-0123456789abcdef"
 PEER_TOKEN = "east-secret-token-value"
 
@@ -29,9 +33,6 @@ def staff(admin_user) -> Client:
     client.force_login(admin_user)
     return client
 
-
-def text(response) -> str:
-    return html.unescape(response.content.decode())
 
 
 def add(name: str, **fields) -> dict:

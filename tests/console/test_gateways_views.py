@@ -11,7 +11,6 @@ from __future__ import annotations
 import html
 
 import pytest
-from django.test import Client
 
 from catalog import selectors
 from catalog.models import AuditEvent, Gateway
@@ -19,34 +18,18 @@ from catalog.services import gateways as gateway_services
 
 pytestmark = pytest.mark.django_db
 
+
+def text(response) -> str:
+    return html.unescape(response.content.decode())
+
 HTMX = {"HTTP_HX_REQUEST": "true"}
 TOKEN = "gw-secret-0123456789abcdef"
 POLLING = 'hx-trigger="every 2s"'
 
 
-def signed_in(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
-@pytest.fixture
-def admin(admin_user) -> Client:
-    return signed_in(admin_user)
 
-
-@pytest.fixture
-def operator(operator_user) -> Client:
-    return signed_in(operator_user)
-
-
-@pytest.fixture
-def viewer(viewer_user) -> Client:
-    return signed_in(viewer_user)
-
-
-def text(response) -> str:
-    return html.unescape(response.content.decode())
 
 
 def gateway(name: str, *, acked: bool = False, enabled: bool = True, token: str | None = None, **fields) -> Gateway:

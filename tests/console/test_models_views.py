@@ -10,7 +10,6 @@ import re
 
 import pytest
 from django.db import connection
-from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from catalog import selectors
@@ -39,20 +38,7 @@ def store_rows(count: int, prefix: str = "bulk/m") -> None:
         for i in range(count))
 
 
-def signed_in(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
-
-@pytest.fixture
-def operator(operator_user) -> Client:
-    return signed_in(operator_user)
-
-
-@pytest.fixture
-def viewer(viewer_user) -> Client:
-    return signed_in(viewer_user)
 
 
 def links(body: str) -> set[str]:

@@ -21,29 +21,13 @@ from tests.conftest import TEST_SETTINGS
 pytestmark = pytest.mark.django_db
 
 
-def signed_in(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-@pytest.fixture
-def admin(admin_user) -> Client:
-    return signed_in(admin_user)
-
-
-@pytest.fixture
-def operator(operator_user) -> Client:
-    return signed_in(operator_user)
-
-
-@pytest.fixture
-def viewer(viewer_user) -> Client:
-    return signed_in(viewer_user)
-
-
 def text(response) -> str:
     return html.unescape(response.content.decode())
+
+
+
+
+
 
 
 def add(name: str, **fields) -> dict:

@@ -16,6 +16,10 @@ from tests.conftest import TEST_SETTINGS
 
 pytestmark = pytest.mark.django_db
 
+
+def text(response) -> str:
+    return html.unescape(response.content.decode())
+
 SETTINGS, PREVIEW, SAVE, KEY, HISTORY = "/settings/", "/settings/preview", "/settings/save", "/settings/key", \
     "/settings/history"
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -46,9 +50,6 @@ def cluster(**changes) -> dict:
     document.update(changes)
     return document
 
-
-def text(response) -> str:
-    return html.unescape(response.content.decode())
 
 
 def newest() -> SettingsVersion:

@@ -28,10 +28,6 @@ SOURCE = "hf://acme/chat-7b"
 DOCUMENT_FIELDS = {"version", "digest", "created_at", "settings_version", "models"}
 
 
-@pytest.fixture(autouse=True)
-def _quick_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
 
 @pytest.fixture
 def publishing(django_capture_on_commit_callbacks):

@@ -17,12 +17,6 @@ from catalog.models import AuditEvent, Gateway
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def _quick_password_hashing(settings):
-    """The personas' passwords are never checked here; hashing them with
-    the production hasher would be most of this module's time."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
 TOKEN = "gw-secret-0123456789abcdef"
 OTHER_TOKEN = "gw-secret-fedcba9876543210"
 URL = "http://gw-1.example:8080"

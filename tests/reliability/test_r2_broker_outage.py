@@ -36,10 +36,6 @@ EDITS = 10
 CONVERGE_SECONDS = 2 * RECONCILE_SECONDS + 12
 
 
-@pytest.fixture(autouse=True)
-def _quick_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
 
 def edit(api, i: int):
     """Adds, and changes to a model added before the outage."""

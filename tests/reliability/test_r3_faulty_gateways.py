@@ -29,10 +29,6 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.
 SOURCE = "hf://acme/chat-7b"
 
 
-@pytest.fixture(autouse=True)
-def _quick_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
 
 def states(api: APIClient) -> dict[str, dict]:
     return {g["name"]: g for g in api.get("/api/v1/gateways").json()["results"]}

@@ -31,10 +31,6 @@ SOURCE = "hf://acme/chat-7b"
 GATEWAYS = 4
 
 
-@pytest.fixture(autouse=True)
-def _quick_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
 
 def add(api, name: str) -> None:
     response = api.post("/api/v1/models", {"name": name, "source": SOURCE}, format="json")

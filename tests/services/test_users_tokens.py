@@ -11,17 +11,11 @@ from rest_framework.test import APIClient
 from catalog.builder import CatalogError
 from catalog.models import ApiToken, AuditEvent, hash_token
 from catalog.roles import role_of
-from catalog.services.errors import Conflict, NotFound
+from catalog.services.errors import NotFound
 from catalog.services.users import add_user, create_token, revoke_token
 
 pytestmark = pytest.mark.django_db
 
-
-@pytest.fixture(autouse=True)
-def _quick_password_hashing(settings):
-    # The personas' passwords are hashed with PBKDF2, half a second each on a
-    # CI machine; these tests authenticate with tokens and never check them.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.mark.parametrize("role", ["viewer", "operator", "admin"])
