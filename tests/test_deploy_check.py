@@ -18,6 +18,7 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path):
         "DJANGO_ALLOWED_HOSTS": "console.example.com",
         "DATABASE_URL": f"sqlite:///{tmp_path / 'deploy.sqlite3'}",
     }
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the browser tests' setting, never production's
     result = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
                             cwd=ROOT, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
