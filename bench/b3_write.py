@@ -32,12 +32,11 @@ from bench.common import (  # noqa: E402
     ENGINES,
     declared_models,
     emit,
-    generate_models,
     median,
     model_name,
     percentile,
     progress,
-    stored_text,
+    seed_runtime_models,
 )
 
 SIZES = (100, 1_000, 10_000)
@@ -90,32 +89,6 @@ def setup_django(directory: str) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0, interactive=False)
-
-
-def seed_models(n: int) -> None:
-    """N runtime models in force, none skipped.
-
-    Bench setup writes the rows directly with bulk_create: adding ten
-    thousand models through the service would take as long as the
-    benchmark and measure nothing it reports. The catalog in force is then
-    rebuilt from the rows as after a start.
-    """
-    from catalog import selectors
-    from catalog.models import StoredModel
-    from catalog.services.catalog import refresh_catalog
-
-    StoredModel.objects.all().delete()
-    models = generate_models(n, seed=3, declared=declared_models())
-    StoredModel.objects.bulk_create(
-        [StoredModel(name=m["name"], definition=stored_text(m), created_by="bench", updated_by="bench")
-         for m in models],
-        batch_size=1000,
-    )
-    refresh_catalog(reason="bench", by="bench")
-    state = selectors.in_force()
-    runtime = sum(1 for m in state.catalog.models() if state.kind(m) == selectors.RUNTIME)
-    if runtime != n or state.catalog.skipped:
-        raise SystemExit(f"B3: seeding {n} models put {runtime} in force, {len(state.catalog.skipped)} skipped")
 
 
 def new_model(n: int, k: int, rng: random.Random) -> dict:
@@ -172,7 +145,7 @@ def run(profile_path: str | None) -> int:
     p50: dict[int, float] = {}
     for n in SIZES:
         progress(f"B3: seeding {n} runtime models...")
-        seed_models(n)
+        seed_runtime_models(n)
         for k in range(WARMUP):
             post(n, k)
         times = [post(n, WARMUP + k) * 1e3 for k in range(POSTS)]
