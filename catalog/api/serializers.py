@@ -12,6 +12,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from ..builder import CLASSES
+from ..services.models import PATCHABLE
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -87,22 +88,11 @@ class ModelDefinitionSerializer(_ModelFields):
     """A runtime model as it is added (POST) or replaced (PUT)."""
 
 
-class ModelPatchSerializer(serializers.Serializer):
-    """Any of these, applied in one rebuild."""
-
-    source = serializers.CharField(required=False)
-    origin = OriginSerializer(required=False, allow_null=True)
-    adapters = AdapterSerializer(many=True, required=False)
-    scaling = ScalingSerializer(required=False)
-    owner = serializers.CharField(required=False, allow_blank=True)
-    canary = CanarySerializer(required=False, allow_null=True)
-    eval = EvalSerializer(required=False, allow_null=True)
-    fallbacks = serializers.ListField(child=serializers.CharField(), required=False)
+class ModelPatchSerializer(_ModelFields):
+    """Any of the fields an update may change, applied in one rebuild."""
 
     def get_fields(self):
-        fields = super().get_fields()
-        fields["class"] = _class_field(required=False, allow_blank=True)
-        return fields
+        return {name: field for name, field in super().get_fields().items() if name in PATCHABLE}
 
 
 class ModelSerializer(_ModelFields):
