@@ -12,6 +12,7 @@ from django.http import HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 
 from .context import request_id
+from .settings_file import SettingsFileError
 
 log = logging.getLogger("llmgw.console")
 
@@ -55,6 +56,13 @@ class DatabaseUnavailableMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request, exception):
+        if isinstance(exception, SettingsFileError):
+            # The machine's settings file could not be imported at first
+            # start: a deployment problem to fix, not a bug to trace.
+            log.error("%s", exception)
+            response = HttpResponse(render_to_string("503.html", {"settings_problem": str(exception)}), status=503)
+            response["Retry-After"] = "30"
+            return response
         if not isinstance(exception, (OperationalError, InterfaceError)):
             return None
         log.warning("database unavailable on %s: %s", request.path, exception)

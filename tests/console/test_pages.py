@@ -264,3 +264,14 @@ def test_a_server_error_answers_the_friendly_500_page(viewer, monkeypatch):
     assert response.status_code == 500
     body = text(response)
     assert "Something went wrong" in body and "secret" not in body and "Traceback" not in body
+
+
+def test_a_settings_file_that_cannot_be_imported_gives_a_plain_503_page(settings_file, admin):
+    settings_file.write_text("engines: [vllm\n")  # broken YAML, on an empty store
+
+    response = admin.get("/models/")
+
+    assert response.status_code == 503
+    page = text(response)
+    assert "settings file cannot be imported" in page
+    assert "Traceback" not in page
