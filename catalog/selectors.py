@@ -54,6 +54,10 @@ class InForce:
     settings: ClusterSettings
     declared_names: frozenset
     federated: list = field(default_factory=list)
+    # The stored rows it was built from (name -> JSON text): a change made
+    # under the lock starts from these instead of reading every row again.
+    # Shared with the cache: copy before changing.
+    rows: dict = field(default_factory=dict)
 
     def kind(self, model: dict) -> str:
         if "peer" in model:
@@ -233,10 +237,12 @@ def remember_in_force(state: InForce) -> None:
 
 
 def build_in_force(settings: ClusterSettings, rows) -> InForce:
+    rows = dict(rows)
     federated = federated_models(settings.document)
-    catalog = builder.load(settings.declared, federated, rows, engines=settings.engines, defaults=settings.defaults)
+    catalog = builder.load(settings.declared, federated, list(rows.items()), engines=settings.engines,
+                           defaults=settings.defaults)
     declared_names = frozenset(m["name"] for m in settings.declared if isinstance(m, dict))
-    return InForce(catalog, settings, declared_names, federated)
+    return InForce(catalog, settings, declared_names, federated, rows)
 
 
 def latest_catalog_version() -> CatalogVersion | None:

@@ -21,7 +21,7 @@ from django.utils.module_loading import import_string
 from .. import builder
 from ..builder import CatalogError, Problem
 from ..models import StoredModel
-from ..selectors import InForce, build_in_force, in_force, remember_in_force, stored_rows
+from ..selectors import InForce, build_in_force, in_force, remember_in_force
 from . import audit
 from .catalog import record_version
 from .errors import Conflict, NotFound
@@ -98,13 +98,15 @@ def _build_next(state: InForce, rows: dict[str, str], *, replace: dict[str, dict
 
 
 def _commit(state: InForce, built: builder.Catalog, rows: dict[str, str], *, reason: str, by: str) -> InForce:
-    """Record the catalog now in force. When nothing was skipped before, the
-    strict build is it; otherwise load again, since the change may have
-    healed a skipped row (its missing fallback was just added)."""
+    """Record the catalog now in force, after every other row of the change
+    (the cache key it is kept under covers the audit row too). When nothing
+    was skipped before, the strict build is it; otherwise load again, since
+    the change may have healed a skipped row (its missing fallback was just
+    added)."""
     if not state.catalog.skipped:
-        after = InForce(built, state.settings, state.declared_names, state.federated)
+        after = InForce(built, state.settings, state.declared_names, state.federated, rows)
     else:
-        after = build_in_force(state.settings, list(rows.items()))
+        after = build_in_force(state.settings, rows)
     record_version(after.catalog, reason=reason, by=by, settings_version=state.settings.version)
     remember_in_force(after)
     return after
@@ -160,7 +162,7 @@ def preview_model(*, definition: object) -> dict:
     nothing is written (the console's inline validation)."""
     name = _named(definition)
     state = in_force()
-    return _checked_add(state, dict(stored_rows()), name, definition).resolve(name)
+    return _checked_add(state, dict(state.rows), name, definition).resolve(name)
 
 
 def add_model(*, definition: object, by: str, must_exist: bool = False) -> dict:
@@ -168,15 +170,15 @@ def add_model(*, definition: object, by: str, must_exist: bool = False) -> dict:
     name = _named(definition)
     with catalog_change():
         state = in_force()
-        rows = dict(stored_rows())
+        rows = dict(state.rows)  # read under the lock: the cache key was checked after taking it
         if must_exist and name not in rows and name not in state.declared_names:
             raise _not_runtime(state, name)
         built = _checked_add(state, rows, name, definition)
         action = "model.replace" if name in rows else "model.add"
         before = _decode(rows[name]) if name in rows else None
         rows[name] = _write(name, definition, by)
-        after = _commit(state, built, rows, reason=f"{action} {name}", by=by)
         audit.record(actor=by, action=action, object_type="model", object_id=name, before=before, after=definition)
+        after = _commit(state, built, rows, reason=f"{action} {name}", by=by)
         return after.catalog.resolve(name)
 
 
@@ -190,7 +192,7 @@ def remove_model(*, name: str, by: str) -> None:
     with catalog_change():
         state = in_force()
         _refuse_declared(state, name, "remove it")
-        rows = dict(stored_rows())
+        rows = dict(state.rows)  # read under the lock: the cache key was checked after taking it
         if name not in rows:
             raise _not_runtime(state, name)
         try:
@@ -202,8 +204,8 @@ def remove_model(*, name: str, by: str) -> None:
             raise Conflict(_breaks(state, name, exc)) from None
         before = _decode(rows.pop(name))
         StoredModel.objects.filter(name=name).delete()
-        _commit(state, built, rows, reason=f"model.remove {name}", by=by)
         audit.record(actor=by, action="model.remove", object_type="model", object_id=name, before=before, after=None)
+        _commit(state, built, rows, reason=f"model.remove {name}", by=by)
 
 
 def _breaks(state: InForce, name: str, exc: CatalogError) -> str:
@@ -219,7 +221,7 @@ def _change(name: str, *, by: str, action: str, what: str,
     with catalog_change():
         state = in_force()
         _refuse_declared(state, name, what)
-        rows = dict(stored_rows())
+        rows = dict(state.rows)  # read under the lock: the cache key was checked after taking it
         if name not in rows:
             raise _not_runtime(state, name)
         before = _decode(rows[name])
@@ -234,8 +236,8 @@ def _change(name: str, *, by: str, action: str, what: str,
             if problems:
                 raise CatalogError(problems)
         rows[name] = _write(name, definition, by)
-        after = _commit(state, built, rows, reason=f"{action} {name}", by=by)
         audit.record(actor=by, action=action, object_type="model", object_id=name, before=before, after=definition)
+        after = _commit(state, built, rows, reason=f"{action} {name}", by=by)
         return after.catalog.resolve(name)
 
 

@@ -31,7 +31,7 @@ from ..builder.settings import (
     with_baseline_guard,
 )
 from ..models import SettingsVersion
-from ..selectors import ClusterSettings, InForce, build_in_force, in_force, remember_in_force, stored_rows
+from ..selectors import ClusterSettings, InForce, build_in_force, in_force, remember_in_force
 from . import audit
 from .catalog import record_version, refresh_catalog
 from .errors import Conflict, NotFound
@@ -101,7 +101,7 @@ def _evaluate(document: object, before: InForce) -> tuple[InForce, dict]:
         raise CatalogError(problems)
     settings = ClusterSettings(version=None, document=document)
     try:
-        after = build_in_force(settings, stored_rows())
+        after = build_in_force(settings, before.rows)
     except CatalogError as exc:
         raise CatalogError(_in_models(exc.problems, settings.declared)) from None
     return after, impact_of(before, after)
@@ -179,12 +179,13 @@ def _write(document: dict, *, base_version: object, by: str, comment: str, actio
         number = newest.number + 1
         SettingsVersion.objects.create(number=number, document=document, author=by or "system",
                                        comment=str(comment or "")[:2000], parent=newest.number)
-        after = InForce(after.catalog, ClusterSettings(number, document), after.declared_names, after.federated)
+        after = InForce(after.catalog, ClusterSettings(number, document), after.declared_names, after.federated,
+                        after.rows)
         record_version(after.catalog, reason=f"{action} v{number}", by=by, settings_version=number)
-        remember_in_force(after)
-        credentials.forget_all()  # peers' tokens may have changed
         audit.record(actor=by, action=action, object_type="settings", object_id=str(number),
                      before=mask_secrets(current), after=mask_secrets(document))
+        remember_in_force(after)  # last: its cache key covers every row this change wrote
+        credentials.forget_all()  # peers' tokens may have changed
         return SettingsWrite(number, mask_secrets(document), impact)
 
 
