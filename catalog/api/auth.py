@@ -6,18 +6,11 @@ Only a token's SHA-256 is stored, so the lookup hashes what was sent.
 
 from __future__ import annotations
 
-from datetime import timedelta
-
-from django.utils import timezone
 from rest_framework import authentication, exceptions
 
 from .. import credentials
 from ..models import ApiToken, Gateway, hash_token
-
-# Recording every use would turn each read into a write; a minute is enough
-# to tell an operator whether a token is still in use.
-LAST_USED_RESOLUTION = timedelta(minutes=1)
-
+from ..services.users import token_used
 
 class BearerTokenAuthentication(authentication.BaseAuthentication):
     keywords = ("bearer", "token")
@@ -41,10 +34,8 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
 
     def _lookup(self, key: str, fingerprint: str):
         token = ApiToken.objects.select_related("user").filter(key_hash=fingerprint, revoked_at=None).first()
-        now = timezone.now()
         if token is not None and token.user.is_active:
-            if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
-                ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+            token_used(token)
             return token.user, token
         gateway = Gateway.objects.filter(token_hash=fingerprint, enabled=True).first()
         if gateway is not None:

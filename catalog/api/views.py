@@ -9,7 +9,6 @@ from functools import lru_cache
 from django.conf import settings
 from django.db import connection
 from django.http import HttpResponse
-from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
@@ -22,10 +21,11 @@ from rest_framework.views import APIView
 from .. import builder, selectors
 from ..builder import CatalogError, Problem
 from ..longpoll import wait_for_version_after
-from ..models import AuditEvent, CatalogVersion, Gateway
+from ..models import AuditEvent, CatalogVersion
 from ..roles import OPERATOR, VIEWER
 from ..services import models as model_services
 from ..services.catalog import refresh_catalog
+from ..services.gateways import gateway_seen
 from ..services.errors import NotFound
 from . import serializers as s
 from .pagination import Pagination
@@ -248,7 +248,7 @@ class CatalogView(ApiView):
     def get(self, request):
         after, wait = _long_poll(request)
         if isinstance(request.user, GatewayIdentity):
-            _seen(request.user.gateway)
+            gateway_seen(request.user.gateway)
         version = selectors.latest_catalog_version()
         if version is None:
             refresh_catalog(reason="first catalog", by="system")
@@ -285,14 +285,6 @@ def _long_poll(request) -> tuple[int | None, int]:
     if problems:
         raise CatalogError(problems)
     return values["after"], values["wait"] or 0
-
-
-def _seen(gateway) -> None:
-    """A pull is a sign of life; recorded at most every few seconds."""
-    now = timezone.now()
-    if gateway.last_seen is None or (now - gateway.last_seen).total_seconds() > 5:
-        Gateway.objects.filter(pk=gateway.pk).update(last_seen=now)
-        gateway.last_seen = now  # the identity is remembered across requests
 
 
 def _version_row(v: CatalogVersion) -> dict:

@@ -275,6 +275,15 @@ def _record_failure(gateway: Gateway, version: int, reason: str) -> None:
         next_attempt_at=timezone.now() + timedelta(seconds=backoff_seconds(failures)))
 
 
+def gateway_seen(gateway: Gateway) -> None:
+    """A pull is a sign of life; recorded at most every few seconds (not
+    audited: it is not a change)."""
+    now = timezone.now()
+    if gateway.last_seen is None or (now - gateway.last_seen).total_seconds() > 5:
+        Gateway.objects.filter(pk=gateway.pk).update(last_seen=now)
+        gateway.last_seen = now  # the identity is remembered across requests
+
+
 def due_for_delivery() -> list[int]:
     """Every enabled gateway behind the newest version, whose backoff has
     passed, and whose newest version was not rejected: what the periodic

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import secrets
+from datetime import timedelta
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -73,3 +74,16 @@ def revoke_token(*, token_id: int, by: str) -> None:
         audit.record(actor=by, action="token.revoke", object_type="token", object_id=str(token.pk),
                      before={"prefix": token.prefix}, after=None)
         credentials.forget_all()  # stops working at once in this process
+
+
+# Recording every use would turn each read into a write; a minute is enough
+# to tell an operator whether a token is still in use.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
+
+
+def token_used(token: ApiToken) -> None:
+    """Note that a token was used (not audited: it is not a change)."""
+    now = timezone.now()
+    if token.last_used_at is None or now - token.last_used_at > LAST_USED_RESOLUTION:
+        ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
