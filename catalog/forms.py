@@ -12,6 +12,7 @@ from django import forms
 
 from .builder import CLASSES, CatalogError
 from .services import models as model_services
+from .services.errors import Refusal
 
 CLASS_CHOICES = [("", "— from scaling —"), *[(c, c) for c in CLASSES]]
 
@@ -39,6 +40,17 @@ class CatalogForm(forms.Form):
             if field:
                 return field
         return parts[0] if parts[0] in self.fields else None
+
+    def submit(self, action, subject: str | None = None):
+        """Call a service; what it refuses becomes this form's errors.
+        Returns what the service returned, or None when it refused."""
+        try:
+            return action()
+        except CatalogError as exc:
+            self.add_catalog_error(exc, subject)
+        except Refusal as exc:
+            self.add_error(None, exc.message)
+        return None
 
     def add_catalog_error(self, exc: CatalogError, subject: str | None) -> None:
         for p in exc.problems:

@@ -37,7 +37,7 @@ class IdsMixin:
         super().__init__(*args, **kwargs)
 
 
-def _problem_line(path: str, message: str) -> str:
+def problem_line(path: str, message: str) -> str:
     # The builder's messages often name their key already; say it only when not.
     return message if not path or path in message else f"{path}: {message}"
 
@@ -68,7 +68,7 @@ class SettingsDocumentForm(IdsMixin, CatalogForm):
 
     def add_catalog_error(self, exc: CatalogError, subject: str | None = None) -> None:
         for p in exc.problems:
-            self.add_error("document", _problem_line(p.path, p.message))
+            self.add_error("document", problem_line(p.path, p.message))
 
 
 class SettingsKeyForm(IdsMixin, CatalogForm):
@@ -110,9 +110,9 @@ class SettingsKeyForm(IdsMixin, CatalogForm):
             if p.path == "key":
                 self.add_error("key", p.message)
             elif p.path == key or p.path.startswith(f"{key}.") or key.startswith(f"{p.path}."):
-                self.add_error("value", _problem_line(p.path, p.message))
+                self.add_error("value", problem_line(p.path, p.message))
             else:
-                self.add_error(None, _problem_line(p.path, p.message))
+                self.add_error(None, problem_line(p.path, p.message))
 
 
 class RollbackForm(IdsMixin, forms.Form):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from functools import wraps
 
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
 
 from ..roles import ADMIN, OPERATOR, VIEWER, has_role, role_of
@@ -65,3 +66,13 @@ def page_or_partial(request, template: str, partial: str, context: dict, status:
     if getattr(request, "htmx", False) and not request.htmx.boosted:
         return render(request, partial, context, status=status)
     return render(request, template, context, status=status)
+
+
+def saved(request, url: str):
+    """After a change posted from a form: htmx reloads the page it is on
+    (it now shows the change), a plain form follows the redirect."""
+    if getattr(request, "htmx", False):
+        response = HttpResponse(status=204)
+        response["HX-Refresh"] = "true"
+        return response
+    return redirect(url)

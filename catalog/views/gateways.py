@@ -9,17 +9,16 @@ open does not poll a quiet cluster forever.
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 
 from .. import selectors
-from ..builder import CatalogError
 from ..forms_settings import GatewayForm
 from ..models import Gateway
 from ..roles import ADMIN, OPERATOR
 from ..services import gateways as gateway_services
 from ..services.errors import NotFound, Refusal
-from .common import page_or_partial, role_required
+from .common import page_or_partial, role_required, saved
 
 # States that change by themselves (a delivery is due or in flight): worth
 # polling for. ``in_sync`` is done; ``rejected`` waits for a newer catalog
@@ -60,20 +59,12 @@ def gateway_add(request):
     form = GatewayForm(request.POST)
     if form.is_valid():
         data = form.cleaned_data
-        try:
-            gateway = gateway_services.register_gateway(name=data["name"], url=data["url"], token=data["token"],
-                                                        enabled=data["enabled"], by=request.user.get_username())
-        except CatalogError as exc:
-            form.add_catalog_error(exc, None)
-        except Refusal as exc:
-            form.add_error(None, exc.message)
-        else:
+        gateway = form.submit(lambda: gateway_services.register_gateway(
+            name=data["name"], url=data["url"], token=data["token"], enabled=data["enabled"],
+            by=request.user.get_username()))
+        if gateway is not None:
             messages.success(request, f"Gateway {gateway.name} added; the newest catalog is on its way to it.")
-            if request.htmx:
-                response = HttpResponse(status=204)
-                response["HX-Refresh"] = "true"
-                return response
-            return redirect("gateways")
+            return saved(request, reverse("gateways"))
     if request.htmx:
         return render(request, "catalog/partials/_gateway_add.html", {"form": form})
     return render(request, "catalog/gateways.html", {**_table_context(), "form": form}, status=400)

@@ -6,18 +6,17 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import Http404, HttpResponse
+from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
 from .. import builder, selectors
-from ..builder import CatalogError
 from ..forms import OPERATIONS, ModelDocumentForm, ModelForm
 from ..models import AuditEvent
 from ..services import models as model_services
 from ..services.errors import Refusal
 from ..roles import OPERATOR
-from .common import page_or_partial, role_required
+from .common import page_or_partial, role_required, saved
 
 PAGE_SIZE = 50
 FILTERS = ("kind", "class", "engine", "owner", "q")
@@ -111,20 +110,9 @@ def model_operation(request, name, op):
     if request.method != "POST" or not context["editable"]:
         return redirect(model_url(model["name"]))
     form = form_class(request.POST, model=model, prefix=op)
-    if form.is_valid():
-        try:
-            form.apply(by=request.user.get_username())
-        except CatalogError as exc:
-            form.add_catalog_error(exc, model["name"])
-        except Refusal as exc:
-            form.add_error(None, exc.message)
-        else:
-            messages.success(request, f"{form.title} of {model['name']} saved.")
-            if request.htmx:
-                response = HttpResponse(status=204)
-                response["HX-Refresh"] = "true"
-                return response
-            return redirect(model_url(model["name"]))
+    if form.is_valid() and form.submit(lambda: form.apply(by=request.user.get_username()), model["name"]):
+        messages.success(request, f"{form.title} of {model['name']} saved.")
+        return saved(request, model_url(model["name"]))
     if request.htmx:
         return render(request, "catalog/partials/_operation.html", {"form": form, "model": model})
     context["operations"] = [form if f.op == op else f for f in _operation_forms(model)]
@@ -163,13 +151,7 @@ def _checked(form) -> dict | None:
     if not form.is_valid():
         return None
     definition = form.definition()
-    try:
-        return model_services.preview_model(definition=definition)
-    except CatalogError as exc:
-        form.add_catalog_error(exc, definition.get("name"))
-    except Refusal as exc:
-        form.add_error(None, exc.message)
-    return None
+    return form.submit(lambda: model_services.preview_model(definition=definition), definition.get("name"))
 
 
 @role_required(read=OPERATOR)
@@ -179,13 +161,10 @@ def model_add(request):
         active = form if mode == "form" else paste
         if active.is_valid():
             definition = active.definition()
-            try:
-                model = model_services.add_model(definition=definition, by=request.user.get_username())
-            except CatalogError as exc:
-                active.add_catalog_error(exc, definition.get("name"))
-            except Refusal as exc:
-                active.add_error(None, exc.message)
-            else:
+            model = active.submit(lambda: model_services.add_model(definition=definition,
+                                                                   by=request.user.get_username()),
+                                  definition.get("name"))
+            if model is not None:
                 messages.success(request, f"{model['name']} was added.")
                 return redirect(model_url(model["name"]))
         return render(request, "catalog/model_add.html", {"mode": mode, "form": form, "paste": paste}, status=400)

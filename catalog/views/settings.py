@@ -17,7 +17,7 @@ from django.shortcuts import redirect, render
 from .. import selectors
 from ..builder import CatalogError
 from ..builder.settings import diff_documents, mask_secrets
-from ..forms_settings import RollbackForm, SettingsDocumentForm, SettingsKeyForm, yaml_text
+from ..forms_settings import RollbackForm, SettingsDocumentForm, SettingsKeyForm, problem_line, yaml_text
 from ..models import SettingsVersion
 from ..roles import ADMIN
 from ..services import settings as settings_services
@@ -240,8 +240,7 @@ def _rollback_context(version: SettingsVersion, newest: SettingsVersion) -> dict
         impact = settings_services.preview_settings(document=version.document if isinstance(version.document, dict)
                                                     else {}, base_version=newest.number).impact
     except CatalogError as exc:
-        problems = [p.path + ": " + p.message if p.path and p.path not in p.message else p.message
-                    for p in exc.problems]
+        problems = [problem_line(p.path, p.message) for p in exc.problems]
     except Refusal as exc:
         problems = [exc.message]
     return {"version": version, "newest": newest, "changes": changes, "impact": impact, "problems": problems}
@@ -263,7 +262,7 @@ def settings_rollback(request, number):
                                                          comment=form.cleaned_data["comment"])
         except CatalogError as exc:
             for p in exc.problems:
-                form.add_error(None, p.path + ": " + p.message if p.path and p.path not in p.message else p.message)
+                form.add_error(None, problem_line(p.path, p.message))
         except Conflict:
             status, conflict = 409, _conflict(form.cleaned_data["base_version"])
             newest = _newest()
