@@ -11,7 +11,7 @@ from .. import builder, selectors
 from ..roles import OPERATOR
 from ..services.federation import fetch_all_peers
 from .permissions import HasRoleOrPeerReads
-from .views import paged, READ_ERRORS, ApiView, errors
+from .views import READ_ERRORS, ApiView, errors, paged
 
 
 class OfferedModelSerializer(serializers.Serializer):

@@ -11,13 +11,11 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 
 from .. import selectors
-from ..builder import CatalogError, Problem
 from ..models import Gateway
 from ..roles import ADMIN, OPERATOR
 from ..services import gateways as gateway_services
-from ..services.errors import NotFound
 from .pagination import Pagination
-from .views import paged, PAGE_PARAMETERS, READ_ERRORS, WRITE_ERRORS, ApiView, errors
+from .views import PAGE_PARAMETERS, READ_ERRORS, WRITE_ERRORS, ApiView, errors, found, paged
 
 
 class GatewaySerializer(serializers.Serializer):
@@ -48,17 +46,8 @@ GATEWAY_NAME = OpenApiParameter("name", OpenApiTypes.STR, OpenApiParameter.PATH,
                                 pattern=r"^[a-z0-9][a-z0-9._-]*$")
 
 
-def _body(request) -> dict:
-    if not isinstance(request.data, dict):
-        raise CatalogError([Problem("", "", "the body must be a JSON object")])
-    return request.data
-
-
 def _gateway_or_404(name: str) -> Gateway:
-    gateway = Gateway.objects.filter(name=name).first()
-    if gateway is None:
-        raise NotFound(f"no gateway {name!r}")
-    return gateway
+    return found(Gateway.objects.filter(name=name), f"no gateway {name!r}")
 
 
 class GatewaysView(ApiView):
@@ -75,7 +64,7 @@ class GatewaysView(ApiView):
     @extend_schema(request=GatewayRegisterSerializer,
                    responses={201: GatewaySerializer, **errors(*WRITE_ERRORS, 409)})
     def post(self, request):
-        body = _body(request)
+        body = self.body()
         gateway = gateway_services.register_gateway(name=body.get("name"), url=body.get("url"),
                                                     token=body.get("token"), enabled=body.get("enabled", True),
                                                     by=self.by())
@@ -94,7 +83,7 @@ class GatewayDetailView(ApiView):
     @extend_schema(parameters=[GATEWAY_NAME], request=GatewayPatchSerializer,
                    responses={200: GatewaySerializer, **errors(*WRITE_ERRORS, 404, 409)})
     def patch(self, request, name):
-        gateway = gateway_services.update_gateway(name=name, changes=_body(request), by=self.by())
+        gateway = gateway_services.update_gateway(name=name, changes=self.body(), by=self.by())
         gateway.refresh_from_db()
         return Response(selectors.gateway_item(gateway, selectors.latest_catalog_version()))
 

@@ -20,7 +20,7 @@ from ..roles import ADMIN
 from ..services import settings as settings_services
 from ..services.errors import NotFound
 from . import serializers as s
-from .views import paged, whole_number, PAGE_PARAMETERS, READ_ERRORS, WRITE_ERRORS, ApiView, errors
+from .views import PAGE_PARAMETERS, READ_ERRORS, WRITE_ERRORS, ApiView, errors, found, paged, whole_number
 from .pagination import Pagination
 
 IF_MATCH = OpenApiParameter("If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER,
@@ -116,11 +116,6 @@ def _write_result(result) -> dict:
 
 class SettingsApiView(ApiView):
     write_role = ADMIN
-
-    def body(self) -> dict:
-        if not isinstance(self.request.data, dict):
-            raise CatalogError([Problem("", "", "the body must be a JSON object")])
-        return self.request.data
 
     def base_version(self, body: dict | None = None) -> object:
         """From the body, the query string, or If-Match: "N"."""
@@ -221,10 +216,7 @@ class SettingsVersionDetailView(SettingsApiView):
 
 
 def _settings_version_or_404(number: int) -> SettingsVersion:
-    version = SettingsVersion.objects.filter(number=number).first()
-    if version is None:
-        raise NotFound(f"no settings version {number}")
-    return version
+    return found(SettingsVersion.objects.filter(number=number), f"no settings version {number}")
 
 
 class SettingsRollbackView(SettingsApiView):

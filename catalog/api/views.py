@@ -85,6 +85,13 @@ class ApiView(APIView):
     def by(self) -> str:
         return self.request.user.get_username()
 
+    def body(self, shape: str = "a JSON object") -> dict:
+        """The request body, which must be an object (the builder and the
+        services check what is in it)."""
+        if not isinstance(self.request.data, dict):
+            raise CatalogError([Problem("", "", f"the body must be {shape}")])
+        return self.request.data
+
     def paginated(self, items: list, serializer_class=None):
         paginator = Pagination()
         page = paginator.paginate_queryset(items, self.request, view=self)
@@ -197,9 +204,7 @@ class ModelResourcesView(ApiView):
     @extend_schema(parameters=[NAME_PARAMETER], request=s.ResourcesSerializer,
                    responses={200: s.ModelSerializer, **errors(*WRITE_ERRORS, 404, 409)})
     def post(self, request, name):
-        body = request.data
-        if not isinstance(body, dict):
-            raise CatalogError([Problem(name, "", "the body must be an object {profile?, min_memory_gb, cpu_cores}")])
+        body = self.body("an object {profile?, min_memory_gb, cpu_cores}")
         profile = body.get("profile") or None
         if profile is not None and not isinstance(profile, str):
             raise CatalogError([Problem(name, "profile", "profile must be a profile's name")])
@@ -320,11 +325,16 @@ class CatalogVersionDetailView(ApiView):
         return Response(s.CatalogVersionDetailSerializer(body).data)
 
 
+def found(queryset, missing: str):
+    """The one row the query finds, or the API's 404 saying what is missing."""
+    row = queryset.first()
+    if row is None:
+        raise NotFound(missing)
+    return row
+
+
 def _version_or_404(number: int) -> CatalogVersion:
-    version = CatalogVersion.objects.filter(version=number).first()
-    if version is None:
-        raise NotFound(f"no catalog version {number}")
-    return version
+    return found(CatalogVersion.objects.filter(version=number), f"no catalog version {number}")
 
 
 class AuditView(ApiView):
