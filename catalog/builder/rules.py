@@ -16,7 +16,11 @@ _NAME_CHARS = re.compile(r"[A-Za-z0-9._:/-]{1,%d}" % NAME_MAX)
 _BAD_SEGMENTS = frozenset({"", ".", "..", "-"})
 
 _OWNER = re.compile(r"(org|team|project):[A-Za-z0-9._-]+")
-PEER_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+# A cluster's name, this one's or a peer's: it prefixes the peer's models
+# (PEER/MODEL), so it must be a plain name segment.
+CLUSTER_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
+# Where the console reaches a gateway or a peer.
+HTTP_URL = re.compile(r"https?://(\[[0-9A-Fa-f:]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?(/[^\s]*)?")
 
 CLASSES = ("critical", "standard", "opportunistic")
 

@@ -7,7 +7,7 @@ Everything here looks at a single model. What needs the whole catalog
 from __future__ import annotations
 
 import math
-from .rules import CLASSES, PEER_NAME, name_problem, owner_problem, source_problem
+from .rules import CLASSES, CLUSTER_NAME, name_problem, owner_problem, source_problem
 
 DEFAULT_ENGINE = "vllm"
 DEFAULT_SCALING = {"min": 1, "max": 1}
@@ -119,7 +119,7 @@ def _federated(raw: dict, check: _Checker) -> dict:
     check.unknown(raw, FEDERATED_FIELDS, "")
     name, aliases = _names(raw, check)
     peer = raw.get("peer")
-    if not isinstance(peer, str) or not PEER_NAME.fullmatch(peer):
+    if not isinstance(peer, str) or not CLUSTER_NAME.fullmatch(peer):
         check.fail("peer", "peer must be a peer cluster's name (a-z, 0-9 and -)")
         peer = ""
     else:

@@ -12,7 +12,7 @@ import re
 
 from .catalog import unstorable
 from .errors import Problem
-from .rules import PEER_NAME
+from .rules import CLUSTER_NAME, HTTP_URL
 from .schema import DEFAULT_SCALING
 
 MACHINE_KEYS = ("listen", "node_name", "tls", "log")
@@ -24,10 +24,8 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 OFFER_MODES = ("all", "none")
 SECRET_MASK = "********"
 
-_CLUSTER_NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")
 _ENGINE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _LISTEN = re.compile(r"(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]*):[0-9]{1,5}")
-_URL = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[^\s]*)?")
 
 
 def split_keys(document: dict) -> tuple[dict, dict]:
@@ -96,7 +94,7 @@ def cluster_problems(document: object) -> list[Problem]:
             problems.add(key, f"unknown key {key!r} (cluster keys: {', '.join(CLUSTER_KEYS)})")
 
     name = document.get("cluster_name")
-    if name is not None and (not isinstance(name, str) or not _CLUSTER_NAME.fullmatch(name)):
+    if name is not None and (not isinstance(name, str) or not CLUSTER_NAME.fullmatch(name)):
         problems.add("cluster_name", "cluster_name must be a-z, 0-9 and -, at most 63 characters")
 
     engines = document.get("engines")
@@ -167,7 +165,7 @@ def _federation(federation: object, cluster_name: object, problems: _Problems) -
             continue
         problems.unknown(peer, ("name", "url", "token"), f"{path}.")
         peer_name = peer.get("name")
-        if not isinstance(peer_name, str) or not PEER_NAME.fullmatch(peer_name):
+        if not isinstance(peer_name, str) or not CLUSTER_NAME.fullmatch(peer_name):
             problems.add(f"{path}.name", "a peer's name is a-z, 0-9 and -")
         elif peer_name in seen:
             problems.add(f"{path}.name", f"peer {peer_name!r} is listed twice")
@@ -176,7 +174,7 @@ def _federation(federation: object, cluster_name: object, problems: _Problems) -
         else:
             seen.add(peer_name)
         url = peer.get("url")
-        if not isinstance(url, str) or not _URL.fullmatch(url):
+        if not isinstance(url, str) or not HTTP_URL.fullmatch(url):
             problems.add(f"{path}.url", "a peer's url is http(s)://HOST[:PORT][/PATH]")
         token = peer.get("token")
         if not isinstance(token, str) or not token:

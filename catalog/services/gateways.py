@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from .. import credentials, push, secrets
 from ..builder import CatalogError, Problem
+from ..builder.rules import HTTP_URL
 from ..models import Gateway
 from ..selectors import catalog_document_bytes, gateway_item, latest_catalog_version
 from . import audit
@@ -31,7 +32,6 @@ from .errors import Conflict, NotFound
 log = logging.getLogger("llmgw.delivery")
 
 _NAME = re.compile(r"[a-z0-9](?:[a-z0-9._-]{0,98}[a-z0-9])?")
-_URL = re.compile(r"https?://[A-Za-z0-9.\-\[\]:]+(/[^\s]*)?")
 # Two keys for PostgreSQL's advisory locks: this class, and the gateway.
 _DELIVERY_LOCK_CLASS = 0x6C6C6D67
 # A delivery that keeps finding newer versions stops after this many
@@ -48,7 +48,7 @@ def _check(name: object = None, url: object = None, token: object = None, *, par
         if not isinstance(name, str) or not _NAME.fullmatch(name):
             problems.append(Problem("", "name", "a gateway's name is a-z, 0-9, '.', '_' and '-', up to 100"))
     if not partial or url is not None:
-        if not isinstance(url, str) or not _URL.fullmatch(url) or len(url) > 500:
+        if not isinstance(url, str) or not HTTP_URL.fullmatch(url) or len(url) > 500:
             problems.append(Problem("", "url", "url is the gateway's base URL, http(s)://HOST[:PORT][/PATH]"))
     if not partial or token is not None:
         if not isinstance(token, str) or len(token) < 16 or len(token) > 500:
