@@ -14,13 +14,14 @@ from rest_framework.response import Response
 
 from .. import selectors
 from ..builder import CatalogError, Problem
+from ..builder.rules import whole_number
 from ..builder.settings import SettingsKeyError, diff_documents, get_key, mask_secrets
 from ..models import SettingsVersion
 from ..roles import ADMIN
 from ..services import settings as settings_services
 from ..services.errors import NotFound
 from . import serializers as s
-from .views import PAGE_PARAMETERS, READ_ERRORS, WRITE_ERRORS, ApiView, errors, found, paged, whole_number
+from .views import PAGE_PARAMETERS, READ_ERRORS, WRITE_ERRORS, ApiView, errors, found, paged
 from .pagination import Pagination
 
 IF_MATCH = OpenApiParameter("If-Match", OpenApiTypes.STR, OpenApiParameter.HEADER,

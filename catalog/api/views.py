@@ -20,6 +20,7 @@ from rest_framework.views import APIView
 
 from .. import builder, selectors
 from ..builder import CatalogError, Problem
+from ..builder.rules import whole_number
 from ..longpoll import wait_for_version_after
 from ..models import AuditEvent, CatalogVersion
 from ..roles import OPERATOR, VIEWER
@@ -47,11 +48,6 @@ def paged(serializer_class) -> serializers.Serializer:
         fields={"count": serializers.IntegerField(), "next": serializers.CharField(allow_null=True),
                 "previous": serializers.CharField(allow_null=True), "results": serializer_class(many=True)},
     )
-
-
-def whole_number(text: str) -> int | None:
-    """A number typed in a URL: ASCII digits only ('²' is a digit to Python)."""
-    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
 
 
 def errors(*codes: int) -> dict:

@@ -34,6 +34,12 @@ _HOST = re.compile(r"[A-Za-z0-9.-]+(:[0-9]{1,5})?")
 _OCI_REF = re.compile(r"[a-z0-9._/-]+(:[A-Za-z0-9._-]{1,128}|@sha256:[a-f0-9]{64})?")
 
 
+def whole_number(text: str) -> int | None:
+    """A number typed as text (a URL parameter, a dotted key's index): ASCII
+    digits only — '²' is a digit to Python, and int() refuses it."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
+
+
 def name_problem(value: object, what: str = "name") -> str | None:
     """Why ``value`` cannot be a model name (or alias), or None."""
     if not isinstance(value, str):

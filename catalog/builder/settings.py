@@ -12,7 +12,7 @@ import re
 
 from .catalog import unstorable
 from .errors import Problem
-from .rules import CLUSTER_NAME, HTTP_URL
+from .rules import CLUSTER_NAME, HTTP_URL, whole_number
 from .schema import DEFAULT_SCALING
 
 MACHINE_KEYS = ("listen", "node_name", "tls", "log")
@@ -297,8 +297,9 @@ def _step(node: object, part: str, key: str):
         if part not in node:
             raise SettingsKeyError(f"{key!r} is not set")
         return node[part]
-    if isinstance(node, list) and part.isascii() and part.isdigit() and int(part) < len(node):
-        return node[int(part)]
+    index = whole_number(part)
+    if isinstance(node, list) and index is not None and index < len(node):
+        return node[index]
     raise SettingsKeyError(f"{key!r} is not set")
 
 
@@ -320,7 +321,7 @@ def set_key(document: dict, key: str, value) -> dict:
 def _set(node: object, parts: list[str], value, key: str):
     head, rest = parts[0], parts[1:]
     if isinstance(node, list):
-        if not (head.isascii() and head.isdigit()) or int(head) >= len(node):
+        if whole_number(head) is None or whole_number(head) >= len(node):
             raise SettingsKeyError(f"{key!r}: {head!r} is not an index of that list")
         out = list(node)
         out[int(head)] = _set(node[int(head)], rest, value, key) if rest else value

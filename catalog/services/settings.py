@@ -19,6 +19,7 @@ from django.conf import settings as django_settings
 
 from .. import builder, credentials, settings_file
 from ..builder import CatalogError, Problem
+from ..builder.rules import whole_number
 from ..builder.settings import (
     SettingsKeyError,
     cluster_problems,
@@ -85,8 +86,8 @@ def _in_models(problems: list[Problem], declared: list) -> list[Problem]:
     out = []
     for p in problems:
         i = position.get(p.model)
-        if i is None and p.model.startswith("#") and p.model[1:].isascii() and p.model[1:].isdigit():
-            i = int(p.model[1:])
+        if i is None and p.model.startswith("#"):
+            i = whole_number(p.model[1:])
         if i is not None and i < len(declared):
             out.append(Problem("", f"models.{i}.{p.path}" if p.path else f"models.{i}", p.message))
         else:

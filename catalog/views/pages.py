@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from .. import builder, selectors
+from ..builder.rules import whole_number
 from ..forms_settings import TokenForm, yaml_text
 from ..models import ApiToken, AuditEvent, CatalogVersion
 from ..roles import ADMIN, OPERATOR, VIEWER, has_role
@@ -98,7 +99,8 @@ def version_page(request, number):
     diff = diff_error = None
     other = None
     if raw:
-        other = CatalogVersion.objects.filter(version=int(raw)).first() if raw.isdigit() else None
+        number = whole_number(raw)
+        other = CatalogVersion.objects.filter(version=number).first() if number is not None else None
         if other is None:
             diff_error = f"no catalog version {raw}: pick one from the list"
         else:

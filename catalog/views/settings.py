@@ -16,6 +16,7 @@ from django.shortcuts import redirect, render
 
 from .. import selectors
 from ..builder import CatalogError
+from ..builder.rules import whole_number
 from ..builder.settings import diff_documents, mask_secrets
 from ..forms_settings import RollbackForm, SettingsDocumentForm, SettingsKeyForm, problem_line, yaml_text
 from ..models import SettingsVersion
@@ -196,8 +197,7 @@ def _version_or_404(number) -> SettingsVersion:
 
 
 def _number(raw: str | None) -> int | None:
-    raw = (raw or "").strip()
-    return int(raw) if raw.isdigit() else None
+    return whole_number((raw or "").strip())
 
 
 @role_required()

@@ -275,3 +275,11 @@ def test_a_settings_file_that_cannot_be_imported_gives_a_plain_503_page(settings
     page = text(response)
     assert "settings file cannot be imported" in page
     assert "Traceback" not in page
+
+
+@pytest.mark.parametrize("url", ["/catalog/versions/1?diff=%C2%B2", "/settings/history?a=%C2%B2&b=1"])
+def test_a_version_number_that_is_not_ascii_digits_is_no_server_error(admin, url):
+    # '²' is a digit to Python's isdigit() but not to int().
+    admin.get("/models/")  # the first start records catalog version 1
+
+    assert admin.get(url).status_code < 500
