@@ -28,15 +28,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
-    DEFAULTS,
-    ENGINES,
-    declared_models,
+    added_model,
     emit,
     median,
     model_name,
     percentile,
     progress,
     seed_runtime_models,
+    write_settings_file,
 )
 
 SIZES = (100, 1_000, 10_000)
@@ -65,23 +64,10 @@ def recreate_database() -> None:
         conn.execute(f"CREATE DATABASE {BENCH_DB}")
 
 
-def settings_file(directory: str) -> str:
-    import yaml
-
-    path = Path(directory) / "llmgw-bench.yaml"
-    path.write_text(yaml.safe_dump({
-        "cluster_name": "bench",
-        "engines": list(ENGINES),
-        "defaults": DEFAULTS,
-        "models": declared_models(),
-    }), encoding="utf-8")
-    return str(path)
-
-
 def setup_django(directory: str) -> None:
     # Before django.setup(): settings.py reads these once.
     os.environ["DATABASE_URL"] = f"{SERVER}/{BENCH_DB}"
-    os.environ["LLMGW_SETTINGS_FILE"] = settings_file(directory)
+    os.environ["LLMGW_SETTINGS_FILE"] = write_settings_file(directory)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "llmgw_console.settings")
     import django
 
@@ -92,19 +78,8 @@ def setup_django(directory: str) -> None:
 
 
 def new_model(n: int, k: int, rng: random.Random) -> dict:
-    """A valid model an operator might add: it falls back to seeded ones."""
-    name = f"bench/new-{n}-{k:03d}"
-    return {
-        "name": name,
-        "aliases": [f"new-{n}-{k:03d}"],
-        "description": "added by the write benchmark",
-        "source": f"hf://bench/new-{n}-{k:03d}",
-        "profiles": [{"name": "a100", "gpus": 1, "gpu_type": "A100", "gpu_memory_gb": 80, "min_memory_gb": 32}],
-        "scaling": {"min": 0, "max": 2},
-        "owner": "team:bench",
-        "eval": {"suite": "mmlu-lite", "min_score": 0.6},
-        "fallbacks": [model_name(rng.randrange(n)), model_name(rng.randrange(n))],
-    }
+    model = added_model("new", n, k, [model_name(rng.randrange(n)), model_name(rng.randrange(n))])
+    return {**model, "eval": {"suite": "mmlu-lite", "min_score": 0.6}}
 
 
 def main() -> int:

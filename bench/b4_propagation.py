@@ -59,6 +59,7 @@ from bench.common import (  # noqa: E402
     PG_SERVER,
     REDIS_SERVER,
     ROOT,
+    added_model,
     emit,
     flush_redis,
     median,
@@ -168,17 +169,7 @@ def wait_all_recorded(version: int, *, timeout: float = 30.0) -> None:
 
 
 def new_model(n: int, k: int) -> dict:
-    name = f"bench/prop-{n}-{k:03d}"
-    return {
-        "name": name,
-        "aliases": [f"prop-{n}-{k:03d}"],
-        "description": "added by the propagation benchmark",
-        "source": f"hf://bench/prop-{n}-{k:03d}",
-        "profiles": [{"name": "a100", "gpus": 1, "gpu_type": "A100", "gpu_memory_gb": 80, "min_memory_gb": 32}],
-        "scaling": {"min": 0, "max": 2},
-        "owner": "team:bench",
-        "fallbacks": [model_name(k % n)],
-    }
+    return added_model("prop", n, k, [model_name(k % n)])
 
 
 _PUSH_LINE = re.compile(r"delivery gateway=\S+ version=(\d+) outcome=(\S+) status=\S+ duration_ms=([\d.]+)")

@@ -310,6 +310,22 @@ def recreate_database(name: str, server: str = PG_SERVER) -> str:
     return f"{server}/{name}"
 
 
+def added_model(prefix: str, n: int, k: int, fallbacks: list[str]) -> dict:
+    """A valid model an operator might add while N are in force: one GPU
+    profile, scaling to zero, falling back to seeded models."""
+    short = f"{prefix}-{n}-{k:03d}"
+    return {
+        "name": f"bench/{short}",
+        "aliases": [short],
+        "description": f"added by the {prefix} benchmark",
+        "source": f"hf://bench/{short}",
+        "profiles": [{"name": "a100", "gpus": 1, "gpu_type": "A100", "gpu_memory_gb": 80, "min_memory_gb": 32}],
+        "scaling": {"min": 0, "max": 2},
+        "owner": "team:bench",
+        "fallbacks": fallbacks,
+    }
+
+
 def write_settings_file(directory: str) -> str:
     """The cluster settings every service benchmark starts from: the
     synthetic engines, defaults and declared models."""
